@@ -1,0 +1,45 @@
+"""``chunkmill`` (and ``python -m pipeline``): parse, validate, build, run, summarise."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import graph, report
+from pipeline.options import UsageError, build_parser, parse_run
+from transforms import io as tio
+
+
+def run(argv: Sequence[str]) -> int:
+    settings = parse_run(argv)
+    started = time.monotonic()
+    with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
+        graph.build(p, settings)
+    success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
+    run_report = json.loads(tio.read_text(success))
+    print(report.summary(run_report, time.monotonic() - started))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if not argv or argv[0] in ("-h", "--help"):
+            build_parser().parse_args(argv or ["--help"])
+        if argv[0] != "run":
+            raise UsageError(f"unknown command {argv[0]!r} (commands: run)")
+        return run(argv[1:])
+    except UsageError as e:
+        print(f"chunkmill: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Parsing and validating a run's settings before any graph is built, so every mistake is a
+one-line message naming the flag (``UsageError``), never a traceback from a worker."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from transforms import io as tio
+from transforms.chunking import available
+from transforms.types import TOKENIZERS, ChunkingConfig
+
+SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
+DEFAULT_OUTPUT = "out"
+# Run ids name a folder under OUTPUT/runs/: no separators, nothing that escapes the prefix.
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Without --runner, a local run; chunkmill defaults the way Beam does.
+DEFAULT_RUNNER = "DirectRunner"
+
+
+class UsageError(Exception):
+    """A bad flag or argument; the CLI prints ``chunkmill: error: <message>`` and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    inputs: tuple[str, ...]
+    output: str
+    run_id: str
+    prior_mode: str  # "auto" | "none" | "path"
+    prior_manifest: str | None  # a glob of manifest Parquet files, or None
+    prior_run_id: str | None
+    config: ChunkingConfig
+    beam_args: tuple[str, ...] = ()
+    started_at: str = ""
+
+    def report(self) -> dict[str, Any]:
+        """The run report's header: chunkmill's own config, never the raw pipeline options
+        (they can carry credentials)."""
+        from transforms.versions import chunkmill_version
+
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "chunkmill_version": chunkmill_version(),
+            "schema_version": tio.schema.SCHEMA_VERSION,
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "prior": {
+                "mode": self.prior_mode,
+                "run_id": self.prior_run_id,
+                "manifest": self.prior_manifest,
+            },
+            "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
+        }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="chunkmill",
+        description="Incremental chunking of a document corpus into Parquet tables.",
+        allow_abbrev=False,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser(
+        "run",
+        help="chunk a corpus and diff it against the prior run",
+        description="Any option not listed here is passed to Beam (e.g. --runner, "
+        "--direct_num_workers, --project, --temp_location).",
+        allow_abbrev=False,
+    )
+    run.add_argument(
+        "--input",
+        action="append",
+        metavar="PATTERN",
+        help="glob of documents (local path, gs://...); repeatable; "
+        "default: the bundled sample corpus",
+    )
+    run.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    run.add_argument("--run-id", help="name of this run (default: UTC timestamp)")
+    run.add_argument(
+        "--prior-manifest",
+        default="auto",
+        metavar="auto|none|PATH",
+        help="manifest to diff against: auto (the run in OUTPUT/LATEST), none, or a run "
+        "folder / manifest folder / Parquet glob",
+    )
+    run.add_argument("--strategy", default="paragraph", choices=available())
+    run.add_argument("--max-tokens", type=_positive_int, help="strategy's chunk size limit")
+    run.add_argument(
+        "--overlap-tokens", type=_non_negative_int, help="tokens carried between chunks"
+    )
+    run.add_argument("--tokenizer", default="chars4", choices=sorted(TOKENIZERS))
+    return parser
+
+
+def _positive_int(value: str) -> int:
+    n = _non_negative_int(value)
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return n
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value!r}")
+    return n
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _absolute(path: str) -> str:
+    # Local paths are made absolute so doc_ids (a function of the URI) do not depend on the
+    # directory chunkmill was started from.
+    return os.path.abspath(path) if _is_local(path) else path
+
+
+def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
+    """The flags no Beam options class knows (Beam itself would only log and drop them)."""
+    captured: list[argparse.ArgumentParser] = []
+    PipelineOptions(list(flags)).get_all_options(add_extra_args_fn=captured.append)
+    try:
+        _, unknown = captured[0].parse_known_args(list(flags))
+    except SystemExit:
+        raise UsageError(f"invalid Beam option in: {' '.join(flags)}") from None
+    return [u for u in unknown if u.startswith("-")]
+
+
+def _has_match(pattern: str) -> bool:
+    try:
+        result = FileSystems.match([pattern], limits=[1])[0]
+    except Exception:
+        return False
+    return bool(result.metadata_list)
+
+
+def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]:
+    """(mode, manifest glob or None, prior run id or None)."""
+    if mode == "none":
+        return "none", None, None
+    if mode == "auto":
+        latest = FileSystems.join(output, tio.LATEST)
+        if not FileSystems.exists(latest):
+            return "auto", None, None
+        prior_run = tio.read_text(latest).strip()
+        if not _RUN_ID.match(prior_run):
+            raise UsageError(f"{latest} names no valid run ({prior_run!r}); use --prior-manifest")
+        glob = FileSystems.join(tio.table_dir(output, prior_run, "manifest"), "*.parquet")
+        if not _has_match(glob):
+            raise UsageError(
+                f"{latest} names run {prior_run!r} but {glob} matches no file; "
+                "pass --prior-manifest PATH or none"
+            )
+        return "auto", glob, prior_run
+    path = _absolute(mode)
+    candidates = (
+        [path]
+        if path.endswith(".parquet") or any(c in path for c in "*?[")
+        else [
+            FileSystems.join(path, "manifest", "*.parquet"),
+            FileSystems.join(path, "*.parquet"),
+        ]
+    )
+    for glob in candidates:
+        if _has_match(glob):
+            return "path", glob, None
+    raise UsageError(f"--prior-manifest {mode!r}: no manifest Parquet file found there")
+
+
+def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
+    """Parse ``chunkmill run`` arguments (without the ``run`` word) and validate them."""
+    args, beam_args = build_parser().parse_known_args(["run", *argv])
+    unknown = unknown_beam_flags(beam_args)
+    if unknown:
+        raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+
+    try:
+        config = ChunkingConfig.create(
+            args.strategy,
+            tokenizer=args.tokenizer,
+            max_tokens=args.max_tokens,
+            overlap_tokens=args.overlap_tokens,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    run_id = args.run_id or now.strftime("%Y%m%dT%H%M%SZ")
+    if not _RUN_ID.match(run_id):
+        raise UsageError(
+            f"argument --run-id: {run_id!r} must be letters, digits, '.', '_' or '-' "
+            "(at most 128, starting with a letter or digit)"
+        )
+
+    output = _absolute(args.output).rstrip("/") or "/"
+    inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
+    for pattern in inputs:
+        if not _has_match(pattern):
+            raise UsageError(f"argument --input: {pattern!r} matches no file")
+
+    if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
+        raise UsageError(
+            f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
+        )
+    prior_mode, prior_manifest, prior_run_id = _resolve_prior(args.prior_manifest, output)
+
+    return RunSettings(
+        inputs=inputs,
+        output=output,
+        run_id=run_id,
+        prior_mode=prior_mode,
+        prior_manifest=prior_manifest,
+        prior_run_id=prior_run_id,
+        config=config,
+        beam_args=tuple(beam_args),
+        started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )

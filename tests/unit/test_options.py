@@ -1,0 +1,93 @@
+"""Flag validation: every mistake is one line naming the flag, before any graph is built."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.options import SAMPLE_CORPUS, parse_run
+
+
+@pytest.fixture
+def docs(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("hello\n")
+    return tmp_path / "docs"
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--max-tokens", "ten"], "--max-tokens"),
+        (["--max-tokens", "0"], "--max-tokens"),
+        (["--overlap-tokens", "-1"], "--overlap-tokens"),
+        (["--strategy", "nope"], "--strategy"),
+        (["--tokenizer", "nope"], "--tokenizer"),
+        (["--no-such-flag"], "--no-such-flag"),
+        (["--runnr=DirectRunner"], "--runnr"),
+        (["--run-id", "../escape"], "--run-id"),
+        (["--input", "/nonexistent/**"], "/nonexistent/**"),
+        (["--prior-manifest", "/nonexistent/run"], "--prior-manifest"),
+        (["--max-tokens", "10", "--overlap-tokens", "10"], "overlap_tokens"),
+    ],
+)
+def test_bad_flag_is_one_line_naming_it(args, names, docs, tmp_path, capsys):
+    argv = ["run", "--output", str(tmp_path / "out")]
+    if "--input" not in args:
+        argv += ["--input", str(docs / "*")]
+    code = main(argv + args)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("chunkmill: error: "), err
+    assert names in err
+    assert not (tmp_path / "out").exists(), "nothing is written on a usage error"
+
+
+def test_unknown_command(capsys):
+    assert main(["frobnicate"]) == 2
+    assert "frobnicate" in capsys.readouterr().err
+
+
+def test_existing_run_id_is_refused(docs, tmp_path, capsys):
+    (tmp_path / "out" / "runs" / "r1" / "manifest").mkdir(parents=True)
+    (tmp_path / "out" / "runs" / "r1" / "manifest" / "part.parquet").write_bytes(b"x")
+    code = main(["run", "--input", str(docs / "*"), "--output", str(tmp_path / "out"),
+                 "--run-id", "r1"])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+
+
+def test_defaults(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    now = dt.datetime(2026, 11, 22, 7, 30, 5, tzinfo=dt.timezone.utc)
+    s = parse_run([], now=now)
+    assert s.inputs == (str(SAMPLE_CORPUS / "**"),)
+    assert s.output == str(tmp_path / "out")
+    assert s.run_id == "20261122T073005Z"
+    assert (s.prior_mode, s.prior_manifest) == ("auto", None)
+    assert s.config.strategy == "paragraph"
+    assert s.config.description["params"] == {"max_tokens": 700, "overlap_tokens": 80}
+
+
+def test_beam_options_pass_through_and_stay_out_of_the_report(docs, tmp_path):
+    s = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "o"),
+                   "--direct_num_workers=2", "--temp_location", "/tmp/x"])
+    assert s.beam_args == ("--direct_num_workers=2", "--temp_location", "/tmp/x")
+    assert "temp_location" not in str(s.report())
+
+
+def test_relative_paths_become_absolute(docs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = parse_run(["--input", "docs/*", "--output", "o"])
+    assert s.inputs == (str(docs / "*"),) and s.output == str(tmp_path / "o")
+
+
+def test_prior_manifest_auto_follows_latest(docs, tmp_path):
+    out = tmp_path / "out"
+    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
+    (out / "runs" / "r1" / "manifest" / "part-0.parquet").write_bytes(b"")
+    (out / "LATEST").write_text("r1\n")
+    s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    assert s.prior_run_id == "r1"
+    assert s.prior_manifest == str(out / "runs" / "r1" / "manifest" / "*.parquet")

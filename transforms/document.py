@@ -1,0 +1,130 @@
+"""Per-document work as a pure function: bytes and prior manifest rows in, rows out.
+
+``process_document`` decides one of three fates for a listed document (DESIGN.md rule 5):
+
+* ``carried_over`` — bytes and chunking config are unchanged since the prior run: its prior
+  manifest rows carry over and it is not extracted;
+* ``processed`` — extracted and chunked; prior chunks its new version lacks are removed;
+* ``failed`` — one errors/ row; its prior rows carry over (a transient failure must not delete
+  embeddings downstream) and nothing is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from transforms import ids, schema
+from transforms.chunking import Chunker
+from transforms.extract import ExtractionError, extract, one_line
+from transforms.types import ChunkingConfig, WorkItem
+from transforms.versions import library_versions
+
+PROCESSED = "processed"
+CARRIED_OVER = "carried_over"
+FAILED = "failed"
+
+
+@dataclass
+class DocOutcome:
+    status: str
+    occurrences: list[dict[str, Any]] = field(default_factory=list)  # new chunk rows, with text
+    carried: list[dict[str, Any]] = field(default_factory=list)  # manifest rows kept as they were
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+
+def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The columns every occurrence table shares, taken from any of their rows."""
+    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
+
+
+def carried_rows(prior: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prior manifest rows as rows of this run's manifest (none of them is new)."""
+    return [{**occurrence_fields(r), "is_new": False} for r in prior]
+
+
+def error_row(
+    item: WorkItem, stage: str, reason: str, message: str, content_sha256: str | None = None
+) -> dict[str, Any]:
+    return {
+        "doc_id": item.doc_id,
+        "source_uri": item.uri,
+        "stage": stage,
+        "reason": reason,
+        "message": one_line(message),
+        "size_bytes": item.size_bytes,
+        "content_sha256": content_sha256,
+        "versions": library_versions(),
+    }
+
+
+def failed(item: WorkItem, stage: str, reason: str, message: str, sha: str | None = None):
+    return DocOutcome(
+        FAILED, carried=carried_rows(item.prior), error=error_row(item, stage, reason, message, sha)
+    )
+
+
+def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) -> bool:
+    return bool(item.prior) and all(
+        r["content_sha256"] == content_sha256 and r["config_fingerprint"] == config.fingerprint
+        for r in item.prior
+    )
+
+
+def process_document(
+    item: WorkItem, data: bytes, config: ChunkingConfig, chunker: Chunker
+) -> DocOutcome:
+    """Decide the fate of one document; never raises for bad input."""
+    sha = ids.sha256_hex(data)
+    if is_unchanged(item, sha, config):
+        return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior))
+    try:
+        doc = extract(item.uri, data)
+    except ExtractionError as e:
+        return failed(item, "extract", e.reason, e.message, sha)
+    except Exception as e:  # a parser bug must cost one document, not the run
+        return failed(item, "extract", "corrupt", f"{type(e).__name__}: {e}", sha)
+    try:
+        spans = chunker.split(doc.text)
+    except Exception as e:
+        return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
+    if not spans:
+        return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
+
+    count_tokens = config.token_counter()
+    seen: dict[str, int] = {}
+    occurrences = []
+    for index, span in enumerate(spans):
+        text = doc.text[span.start : span.end]
+        h = ids.chunk_hash(text)
+        occurrence = seen.get(h, 0)
+        seen[h] = occurrence + 1
+        pages = doc.pages_of(span.start, span.end)
+        occurrences.append(
+            {
+                "chunk_id": ids.chunk_id(item.doc_id, h, occurrence),
+                "chunk_hash": h,
+                "doc_id": item.doc_id,
+                "source_uri": item.uri,
+                "chunk_index": index,
+                "char_start": span.start,
+                "char_end": span.end,
+                "token_count": count_tokens(text),
+                "page_start": pages[0] if pages else None,
+                "page_end": pages[1] if pages else None,
+                "strategy": config.strategy,
+                "config_fingerprint": config.fingerprint,
+                "content_sha256": sha,
+                "doc_format": doc.format,
+                "text": text,
+            }
+        )
+    current_ids = {o["chunk_id"] for o in occurrences}
+    removed = [
+        {**occurrence_fields(r), "removed_reason": schema.DOCUMENT_CHANGED}
+        for r in item.prior
+        if r["chunk_id"] not in current_ids
+    ]
+    return DocOutcome(PROCESSED, occurrences=occurrences, removed=removed)

@@ -1,0 +1,70 @@
+"""The Parquet schemas of every output table: the one place column names, types and
+nullability are pinned. The README documents each column; tests read every table back with
+plain pyarrow and compare against these schemas.
+
+Rows travel through the pipeline as plain dicts keyed by these field names, which is what
+``WriteToParquet`` takes and ``ReadFromParquet`` returns.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# Bumped on any incompatible change to a table; stored in every file's schema metadata so a
+# later version can tell which version wrote a prior manifest.
+SCHEMA_VERSION = "1"
+_META = {b"chunkmill.schema_version": SCHEMA_VERSION.encode()}
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+# Columns shared by every table that describes one chunk occurrence.
+_OCCURRENCE = [
+    _f("chunk_id", pa.string()),
+    _f("chunk_hash", pa.string()),
+    _f("doc_id", pa.string()),
+    _f("source_uri", pa.string()),
+    _f("chunk_index", pa.int32()),
+    _f("char_start", pa.int64()),
+    _f("char_end", pa.int64()),
+    _f("token_count", pa.int32()),
+    _f("page_start", pa.int32(), nullable=True),
+    _f("page_end", pa.int32(), nullable=True),
+    _f("strategy", pa.string()),
+    _f("config_fingerprint", pa.string()),
+    _f("content_sha256", pa.string()),
+    _f("doc_format", pa.string()),
+]
+
+CHUNKS = pa.schema([*_OCCURRENCE, _f("text", pa.large_string())], metadata=_META)
+MANIFEST = pa.schema([*_OCCURRENCE, _f("is_new", pa.bool_())], metadata=_META)
+REMOVED = pa.schema([*_OCCURRENCE, _f("removed_reason", pa.string())], metadata=_META)
+ERRORS = pa.schema(
+    [
+        _f("doc_id", pa.string()),
+        _f("source_uri", pa.string()),
+        _f("stage", pa.string()),
+        _f("reason", pa.string()),
+        _f("message", pa.string()),
+        _f("size_bytes", pa.int64(), nullable=True),
+        _f("content_sha256", pa.string(), nullable=True),
+        _f("versions", pa.string()),
+    ],
+    metadata=_META,
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "chunks": CHUNKS,
+    "manifest": MANIFEST,
+    "removed": REMOVED,
+    "errors": ERRORS,
+}
+
+OCCURRENCE_FIELDS: tuple[str, ...] = tuple(f.name for f in _OCCURRENCE)
+MANIFEST_FIELDS: tuple[str, ...] = tuple(MANIFEST.names)
+
+# removed_reason values
+DOCUMENT_REMOVED = "document_removed"  # the document is gone from the listing
+DOCUMENT_CHANGED = "document_changed"  # the document's new version no longer has this chunk
