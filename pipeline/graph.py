@@ -21,9 +21,7 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
     files = p | "ListDocuments" >> tio.ListFiles(settings.inputs, exclude_prefix=settings.output)
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
-    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
-        config=settings.config
-    )
+    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(config=settings.config)
     written = tables | "WriteTables" >> tio.WriteTables(settings.output, settings.run_id)
     _ = {"counts": tables["counts"], "written": written} | "Publish" >> tio.PublishRun(
         settings.output, settings.run_id, settings.report()

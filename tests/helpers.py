@@ -33,6 +33,4 @@ def manifest_rows(uri: str, data: bytes, config: ChunkingConfig = SMALL) -> list
     item = WorkItem(ids.doc_id(uri), uri, len(data))
     outcome = document.process_document(item, data, config, config.build())
     assert outcome.status == document.PROCESSED, outcome.error
-    return [
-        {**{k: r[k] for k in r if k != "text"}, "is_new": True} for r in outcome.occurrences
-    ]
+    return [{**{k: r[k] for k in r if k != "text"}, "is_new": True} for r in outcome.occurrences]

@@ -60,7 +60,8 @@ class _PlanDocs(beam.DoFn):
             yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_removed", 1))
         for row in prior:
             yield beam.pvalue.TaggedOutput(
-                _REMOVED, {**document.occurrence_fields(row), "removed_reason": schema.DOCUMENT_REMOVED}
+                _REMOVED,
+                {**document.occurrence_fields(row), "removed_reason": schema.DOCUMENT_REMOVED},
             )
 
 
@@ -195,7 +196,9 @@ class ChunkCorpus(beam.PTransform):
                 ),
                 chunks
                 | "CountChunks"
-                >> beam.FlatMap(lambda r: [("chunks_to_embed", 1), ("tokens_to_embed", r["token_count"])]),
+                >> beam.FlatMap(
+                    lambda r: [("chunks_to_embed", 1), ("tokens_to_embed", r["token_count"])]
+                ),
                 removed | "CountRemoved" >> beam.Map(lambda _: ("chunks_removed", 1)),
             )
             | "FlattenCounts" >> beam.Flatten()

@@ -57,8 +57,7 @@ class ListFiles(beam.PTransform):
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
             | "Match" >> fileio.MatchAll()
-            | "Keep"
-            >> beam.Filter(lambda m: not (exclude and m.path.startswith(exclude)))
+            | "Keep" >> beam.Filter(lambda m: not (exclude and m.path.startswith(exclude)))
             | "KeyByUri" >> beam.Map(lambda m: (m.path, int(m.size_in_bytes)))
             | "OncePerUri" >> beam.CombinePerKey(max)
             | "ToSourceFile" >> beam.MapTuple(lambda uri, size: SourceFile(uri, size))
@@ -118,15 +117,20 @@ def read_text(path: str) -> str:
 
 
 def publish(
-    _: Any, counts: dict[str, Any], written: list[str], output: str, run_id: str,
+    _: Any,
+    counts: dict[str, Any],
+    written: list[str],
+    output: str,
+    run_id: str,
     report: dict[str, Any],
 ) -> str:
     """Writes ``_SUCCESS`` (the run report), then replaces ``LATEST``. Idempotent, so a
     retried bundle republishes the same thing."""
     base = run_dir(output, run_id)
     tables = {
-        name: sorted(p[len(base) + 1 :] for p in written if p.startswith(
-            FileSystems.join(base, name) + "/"))
+        name: sorted(
+            p[len(base) + 1 :] for p in written if p.startswith(FileSystems.join(base, name) + "/")
+        )
         for name in schema.TABLES
     }
     full = {**report, "counts": counts, "tables": tables}

@@ -42,16 +42,19 @@ NEW = {
 
 def run_corpus(store: dict[str, bytes], prior: list[dict]):
     """Runs ChunkCorpus and returns its tables as lists (collected through a side channel)."""
-    results: dict[str, list] = {}
     with TestPipeline(runner="FnApiRunner") as p:
-        files = p | "Files" >> beam.Create([SourceFile(u, len(b)) for u, b in sorted(store.items())])
+        files = p | "Files" >> beam.Create(
+            [SourceFile(u, len(b)) for u, b in sorted(store.items())]
+        )
         prior_pc = p | "Prior" >> beam.Create(prior)
         out = {"files": files, "prior": prior_pc} | ChunkCorpus(
             config=SMALL, read_bytes=FakeStore(store)
         )
         for name, pc in out.items():
-            pc | f"Collect{name}" >> beam.combiners.ToList() | f"Keep{name}" >> beam.Map(
-                _keep, name=name
+            (
+                pc
+                | f"Collect{name}" >> beam.combiners.ToList()
+                | f"Keep{name}" >> beam.Map(_keep, name=name)
             )
     return {name: _COLLECTED.pop(name) for name in list(_COLLECTED)}
 
@@ -98,14 +101,19 @@ def test_counts_account_for_every_listed_document(tables):
 def test_unchanged_document_carries_over_its_prior_rows(tables, prior):
     rows = by_uri(tables["manifest"], "/c/unchanged.md")
     expected = [{**r, "is_new": False} for r in by_uri(prior, "/c/unchanged.md")]
-    assert sorted(rows, key=lambda r: r["chunk_id"]) == sorted(expected, key=lambda r: r["chunk_id"])
+    assert sorted(rows, key=lambda r: r["chunk_id"]) == sorted(
+        expected, key=lambda r: r["chunk_id"]
+    )
     assert by_uri(tables["chunks"], "/c/unchanged.md") == []
 
 
 def test_edited_document_only_its_changed_chunk_is_new(tables, prior):
     rows = by_uri(tables["manifest"], "/c/edited.md")
     new = [r for r in rows if r["is_new"]]
-    assert len(new) == 1 and "BETA" in NEW["/c/edited.md"].decode()[new[0]["char_start"]:new[0]["char_end"]]
+    assert (
+        len(new) == 1
+        and "BETA" in NEW["/c/edited.md"].decode()[new[0]["char_start"] : new[0]["char_end"]]
+    )
     prior_ids = {r["chunk_id"] for r in by_uri(prior, "/c/edited.md")}
     assert {r["chunk_id"] for r in rows if not r["is_new"]} <= prior_ids
     removed = by_uri(tables["removed"], "/c/edited.md")
@@ -124,7 +132,9 @@ def test_deleted_document_is_removed_whole(tables, prior):
 def test_failed_document_keeps_prior_rows_and_removes_nothing(tables, prior):
     (error,) = tables["errors"]
     assert (error["source_uri"], error["reason"], error["stage"]) == (
-        "/c/breaks.pdf", "corrupt", "extract",
+        "/c/breaks.pdf",
+        "corrupt",
+        "extract",
     )
     kept = by_uri(tables["manifest"], "/c/breaks.pdf")
     assert sorted(r["chunk_id"] for r in kept) == sorted(

@@ -53,8 +53,9 @@ def test_unknown_command(capsys):
 def test_existing_run_id_is_refused(docs, tmp_path, capsys):
     (tmp_path / "out" / "runs" / "r1" / "manifest").mkdir(parents=True)
     (tmp_path / "out" / "runs" / "r1" / "manifest" / "part.parquet").write_bytes(b"x")
-    code = main(["run", "--input", str(docs / "*"), "--output", str(tmp_path / "out"),
-                 "--run-id", "r1"])
+    code = main(
+        ["run", "--input", str(docs / "*"), "--output", str(tmp_path / "out"), "--run-id", "r1"]
+    )
     assert code == 2 and "already exists" in capsys.readouterr().err
 
 
@@ -71,8 +72,17 @@ def test_defaults(monkeypatch, tmp_path):
 
 
 def test_beam_options_pass_through_and_stay_out_of_the_report(docs, tmp_path):
-    s = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "o"),
-                   "--direct_num_workers=2", "--temp_location", "/tmp/x"])
+    s = parse_run(
+        [
+            "--input",
+            str(docs / "*"),
+            "--output",
+            str(tmp_path / "o"),
+            "--direct_num_workers=2",
+            "--temp_location",
+            "/tmp/x",
+        ]
+    )
     assert s.beam_args == ("--direct_num_workers=2", "--temp_location", "/tmp/x")
     assert "temp_location" not in str(s.report())
 

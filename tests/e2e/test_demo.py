@@ -1,0 +1,53 @@
+"""What a newcomer runs: the CLI as a process, on the bundled sample corpus."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.options import SAMPLE_CORPUS
+
+pytestmark = pytest.mark.slow
+
+
+def chunkmill(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("chunkmill", path=str(Path(sys.executable).parent))
+    assert exe, "the chunkmill console script is installed beside this Python"
+    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_demo_runs_twice_on_the_sample_corpus(tmp_path):
+    first = chunkmill("run", "--run-id", "demo1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    listed = sum(1 for p in SAMPLE_CORPUS.rglob("*") if p.is_file())
+    assert f"listed {listed}" in first.stdout
+    assert "failed 1 (corrupt 1)" in first.stdout  # pdfs/broken.pdf, on purpose
+    assert "WARNING" not in first.stderr, first.stderr
+    report = json.loads((tmp_path / "out" / "runs" / "demo1" / "_SUCCESS").read_text())
+    assert report["counts"]["docs_processed"] == listed - 1
+    assert report["counts"]["chunks_to_embed"] > listed  # some documents make several chunks
+
+    second = chunkmill("run", "--run-id", "demo2", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert f"carried over {listed - 1}" in second.stdout
+    assert "new to embed 0" in second.stdout
+    assert (tmp_path / "out" / "LATEST").read_text().strip() == "demo2"
+
+
+def test_python_dash_m_pipeline_is_the_same_cli(tmp_path):
+    bad = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--max-tokens", "lots"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "chunkmill: error: argument --max-tokens: must be an integer, got 'lots'"
+    ]
