@@ -19,8 +19,19 @@ from transforms import io as tio
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
     started = time.monotonic()
-    with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
-        graph.build(p, settings)
+    try:
+        with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
+            graph.build(p, settings)
+    except Exception:
+        # Not a bad document (those are errors/ rows): the run itself broke. Nothing was
+        # published, so the next run still diffs against the last good one.
+        logging.exception("pipeline failed")
+        print(
+            f"chunkmill: run {settings.run_id} failed before publishing; "
+            f"LATEST still names {settings.prior_run_id or 'no run'}",
+            file=sys.stderr,
+        )
+        return 1
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     run_report = json.loads(tio.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))

@@ -126,3 +126,27 @@ def test_prior_manifest_none_and_path(chunkmill, corpus, tmp_path):
     explicit = chunkmill("--input", str(corpus / "**"), "--prior-manifest", str(moved), run_id="r3")
     assert explicit.counts["docs_carried_over"] == 5
     assert explicit.report["prior"]["mode"] == "path"
+
+
+def test_a_run_that_breaks_publishes_nothing(chunkmill, corpus, tmp_path, monkeypatch, capsys):
+    from pipeline.cli import main
+    from transforms import document
+
+    chunkmill("--input", str(corpus / "**"), run_id="r1")
+    (corpus / "notes.txt").write_text("changed, so it is processed again")
+    real = document.process_document
+
+    def explode(item, *args):
+        if item.uri.endswith("notes.txt"):
+            raise RuntimeError("a bug, not a bad document")
+        return real(item, *args)
+
+    # FnApiRunner runs DoFns in this process, so the patch reaches them.
+    monkeypatch.setattr(document, "process_document", explode)
+    out = tmp_path / "out"
+    argv = ["run", "--input", str(corpus / "**"), "--output", str(out), "--run-id", "r2"]
+    assert main([*argv, "--runner=FnApiRunner"]) == 1
+    err = capsys.readouterr().err
+    assert "run r2 failed before publishing; LATEST still names r1" in err
+    assert (out / "LATEST").read_text().strip() == "r1"
+    assert not (out / "runs" / "r2" / "_SUCCESS").exists()
