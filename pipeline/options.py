@@ -16,8 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms import io as tio
-from transforms.chunking import available
-from transforms.types import TOKENIZERS, ChunkingConfig
+from transforms.config import ChunkingConfig, strategies
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
@@ -99,12 +98,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="manifest to diff against: auto (the run in OUTPUT/LATEST), none, or a run "
         "folder / manifest folder / Parquet glob",
     )
-    run.add_argument("--strategy", default="paragraph", choices=available())
-    run.add_argument("--max-tokens", type=_positive_int, help="strategy's chunk size limit")
     run.add_argument(
-        "--overlap-tokens", type=_non_negative_int, help="tokens carried between chunks"
+        "--strategy",
+        default="auto",
+        choices=strategies(),
+        help="chunking strategy (default auto: section for Markdown, paragraph for prose and "
+        "PDF, recursive for code)",
     )
-    run.add_argument("--tokenizer", default="chars4", choices=sorted(TOKENIZERS))
+    run.add_argument(
+        "--max-tokens", type=_positive_int, help="paragraph/section: chunk size limit in tokens"
+    )
+    run.add_argument(
+        "--overlap-tokens", type=_non_negative_int, help="paragraph: tokens carried between chunks"
+    )
+    run.add_argument(
+        "--chunk-size", type=_positive_int, help="sentence/recursive: chunk size in characters"
+    )
+    run.add_argument(
+        "--chunk-overlap",
+        type=_non_negative_int,
+        help="sentence/recursive: characters carried between chunks",
+    )
+    run.add_argument(
+        "--context-prev-chars",
+        type=_non_negative_int,
+        help="context window: characters of the chunks before (paragraph-window: 500)",
+    )
+    run.add_argument(
+        "--context-next-chars",
+        type=_non_negative_int,
+        help="context window: characters of the chunks after (paragraph-window: 300)",
+    )
+    run.add_argument(
+        "--tokenizer",
+        default="chars4",
+        metavar="chars4|whitespace|all-minilm-l6-v2|PATH",
+        help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
+        "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
+    )
     return parser
 
 
@@ -198,8 +229,12 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         config = ChunkingConfig.create(
             args.strategy,
             tokenizer=args.tokenizer,
+            context_prev_chars=args.context_prev_chars,
+            context_next_chars=args.context_next_chars,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
         )
     except ValueError as e:
         raise UsageError(str(e)) from None

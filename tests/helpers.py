@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from transforms import document, ids
-from transforms.types import ChunkingConfig, WorkItem
+from transforms.config import Chunking, ChunkingConfig
+from transforms.types import WorkItem
 
 # Small limits so a few short paragraphs make several chunks.
 SMALL = ChunkingConfig.create("paragraph", max_tokens=20, overlap_tokens=0)
@@ -31,6 +32,6 @@ def make_pdf(pages: list[str]) -> bytes:
 def manifest_rows(uri: str, data: bytes, config: ChunkingConfig = SMALL) -> list[dict[str, Any]]:
     """The manifest rows a run would write for ``uri`` with content ``data``."""
     item = WorkItem(ids.doc_id(uri), uri, len(data))
-    outcome = document.process_document(item, data, config, config.build())
+    outcome = document.process_document(item, data, Chunking(config))
     assert outcome.status == document.PROCESSED, outcome.error
-    return [{**{k: r[k] for k in r if k != "text"}, "is_new": True} for r in outcome.occurrences]
+    return [{**document.occurrence_fields(r), "is_new": True} for r in outcome.occurrences]

@@ -18,7 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from transforms import document, ids, schema
-from transforms.types import ChunkingConfig, SourceFile, WorkItem
+from transforms.config import Chunking, ChunkingConfig
+from transforms.types import SourceFile, WorkItem
 
 # One metrics namespace for the whole project.
 METRICS_NAMESPACE = "chunkmill"
@@ -75,7 +76,7 @@ class _ProcessDocuments(beam.DoFn):
         }
 
     def setup(self) -> None:
-        self._chunker = self._config.build()
+        self._chunking = Chunking(self._config)
 
     def process(self, item: WorkItem):
         try:
@@ -83,7 +84,7 @@ class _ProcessDocuments(beam.DoFn):
         except Exception as e:  # vanished, permission denied, network: one document's loss
             outcome = document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
         else:
-            outcome = document.process_document(item, data, self._config, self._chunker)
+            outcome = document.process_document(item, data, self._chunking)
         self._outcomes[outcome.status].inc()
         yield beam.pvalue.TaggedOutput(_COUNTS, (f"docs_{outcome.status}", 1))
         if outcome.error is not None:

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transforms import ids, schema
-from transforms.chunking import Chunker
-from transforms.extract import ExtractionError, extract, one_line
-from transforms.types import ChunkingConfig, WorkItem
+from transforms.chunking import Span
+from transforms.chunking.context import context_windows
+from transforms.config import Chunking, ChunkingConfig
+from transforms.extract import Extracted, ExtractionError, extract, one_line
+from transforms.types import WorkItem
 from transforms.versions import library_versions
 
 PROCESSED = "processed"
@@ -73,10 +75,9 @@ def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) ->
     )
 
 
-def process_document(
-    item: WorkItem, data: bytes, config: ChunkingConfig, chunker: Chunker
-) -> DocOutcome:
+def process_document(item: WorkItem, data: bytes, chunking: Chunking) -> DocOutcome:
     """Decide the fate of one document; never raises for bad input."""
+    config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
         return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior))
@@ -86,41 +87,15 @@ def process_document(
         return failed(item, "extract", e.reason, e.message, sha)
     except Exception as e:  # a parser bug must cost one document, not the run
         return failed(item, "extract", "corrupt", f"{type(e).__name__}: {e}", sha)
+    strategy = chunking.strategy_for(doc.format)
     try:
-        spans = chunker.split(doc.text)
+        spans = chunking.chunker_for(doc.format, item.uri).split(doc.text)
     except Exception as e:
         return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
     if not spans:
         return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
 
-    count_tokens = config.token_counter()
-    seen: dict[str, int] = {}
-    occurrences = []
-    for index, span in enumerate(spans):
-        text = doc.text[span.start : span.end]
-        h = ids.chunk_hash(text)
-        occurrence = seen.get(h, 0)
-        seen[h] = occurrence + 1
-        pages = doc.pages_of(span.start, span.end)
-        occurrences.append(
-            {
-                "chunk_id": ids.chunk_id(item.doc_id, h, occurrence),
-                "chunk_hash": h,
-                "doc_id": item.doc_id,
-                "source_uri": item.uri,
-                "chunk_index": index,
-                "char_start": span.start,
-                "char_end": span.end,
-                "token_count": count_tokens(text),
-                "page_start": pages[0] if pages else None,
-                "page_end": pages[1] if pages else None,
-                "strategy": config.strategy,
-                "config_fingerprint": config.fingerprint,
-                "content_sha256": sha,
-                "doc_format": doc.format,
-                "text": text,
-            }
-        )
+    occurrences = _chunk_rows(item, doc, spans, sha, chunking, strategy)
     current_ids = {o["chunk_id"] for o in occurrences}
     removed = [
         {**occurrence_fields(r), "removed_reason": schema.DOCUMENT_CHANGED}
@@ -128,3 +103,66 @@ def process_document(
         if r["chunk_id"] not in current_ids
     ]
     return DocOutcome(PROCESSED, occurrences=occurrences, removed=removed)
+
+
+def _chunk_rows(
+    item: WorkItem,
+    doc: Extracted,
+    spans: list[Span],
+    sha: str,
+    chunking: Chunking,
+    strategy: str,
+) -> list[dict[str, Any]]:
+    """One row per span, in order. This loop runs once per chunk of every changed document:
+    what is the same for the whole document is computed once, outside it."""
+    texts = [doc.text[span.start : span.end] for span in spans]
+    prev_chars, next_chars = chunking.config.context()
+    windows = context_windows(texts, prev_chars, next_chars) if prev_chars or next_chars else None
+    count_tokens = chunking.count_tokens
+    doc_id = item.doc_id
+    has_pages = doc.page_starts is not None
+    constant = {
+        "doc_id": doc_id,
+        "source_uri": item.uri,
+        "strategy": strategy,
+        "config_fingerprint": chunking.config.fingerprint,
+        "content_sha256": sha,
+        "doc_format": doc.format,
+        "page_start": None,
+        "page_end": None,
+        "has_prev_context": None,
+        "has_next_context": None,
+        "text_with_context": None,
+    }
+    seen: dict[str, int] = {}
+    rows = []
+    for index, span in enumerate(spans):
+        text = texts[index]
+        row = constant.copy()
+        if windows is None:
+            embed_text = text
+        else:
+            window = windows[index]
+            embed_text = window.text
+            row["text_with_context"] = embed_text
+            row["has_prev_context"] = window.has_prev
+            row["has_next_context"] = window.has_next
+        h = ids.chunk_hash(embed_text)
+        occurrence = seen.get(h, 0)
+        seen[h] = occurrence + 1
+        if has_pages:
+            row["page_start"], row["page_end"] = doc.pages_of(span.start, span.end)  # type: ignore[misc]
+        row["chunk_id"] = ids.chunk_id(doc_id, h, occurrence)
+        row["chunk_hash"] = h
+        row["chunk_index"] = index
+        row["char_start"] = span.start
+        row["char_end"] = span.end
+        row["token_count"] = count_tokens(embed_text)
+        row["section_path"] = None if span.section_path is None else list(span.section_path)
+        row["section_anchor"] = span.section_anchor
+        row["section_chunk_index"] = span.section_chunk_index
+        row["paragraph_index"] = span.paragraph_index
+        row["total_paragraphs"] = span.total_paragraphs
+        row["text"] = text
+        rows.append(row)
+    return rows

@@ -220,7 +220,8 @@ def extract(path: str, data: bytes) -> Extracted:
         return _extract_pdf(data)
     if text is None:
         text = _decode_utf8(data, failure_reason="undecodable")
-    if not text.strip():
+    # isspace() stops at the first non-space character; strip() would copy the whole text.
+    if not text or text.isspace():
         raise ExtractionError("empty", "the document is whitespace only")
     return Extracted(text=text, format=fmt)
 
@@ -247,11 +248,16 @@ def _detect(path: str, data: bytes) -> tuple[str, str | None]:
     return (CODE if name.lower() in _CODE_FILENAMES else TEXT), text
 
 
+# One startswith() call each: this runs for every document, most of them small.
+_ANY_BINARY_SIGNATURE = tuple(signature for signature, _ in _BINARY_SIGNATURES)
+_ANY_FOREIGN_BOM = tuple(bom for bom, _ in _FOREIGN_BOMS)
+
+
 def _reject_binary(data: bytes) -> None:
-    for signature, kind in _BINARY_SIGNATURES:
-        if data.startswith(signature):
-            raise ExtractionError("binary", f"binary content: {kind} signature at byte 0")
-    if data.startswith(tuple(bom for bom, _ in _FOREIGN_BOMS)):
+    if data.startswith(_ANY_BINARY_SIGNATURE):
+        kind = next(k for signature, k in _BINARY_SIGNATURES if data.startswith(signature))
+        raise ExtractionError("binary", f"binary content: {kind} signature at byte 0")
+    if data.startswith(_ANY_FOREIGN_BOM):
         return  # NULs are expected there; _decode_utf8 names the encoding.
     nul = data.find(b"\x00")
     if nul != -1:
@@ -260,12 +266,11 @@ def _reject_binary(data: bytes) -> None:
 
 def _decode_utf8(data: bytes, *, failure_reason: str, context: str = "") -> str:
     """UTF-8 text with one leading BOM removed and newlines normalised."""
-    for bom, encoding in _FOREIGN_BOMS:
-        if data.startswith(bom):
-            raise ExtractionError(
-                failure_reason,
-                f"{context}{encoding} byte-order mark: only UTF-8 text is supported",
-            )
+    if data.startswith(_ANY_FOREIGN_BOM):
+        encoding = next(e for bom, e in _FOREIGN_BOMS if data.startswith(bom))
+        raise ExtractionError(
+            failure_reason, f"{context}{encoding} byte-order mark: only UTF-8 text is supported"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -23,7 +23,9 @@ def doc_id(source_uri: str) -> str:
 
 def chunk_hash(embed_text: str) -> str:
     """SHA-256 (hex) of exactly the text the embedder receives; embeddings are keyed by it."""
-    return sha256_hex(embed_text.encode("utf-8", "surrogatepass"))
+    # Extraction guarantees no lone surrogate reaches here (strict UTF-8 decoding; PDF text
+    # is repaired), so the strict encoder, which has CPython's fast paths, is safe.
+    return sha256_hex(embed_text.encode("utf-8"))
 
 
 def chunk_id(doc: str, hash_: str, occurrence: int) -> str:

@@ -36,9 +36,26 @@ _OCCURRENCE = [
     _f("config_fingerprint", pa.string()),
     _f("content_sha256", pa.string()),
     _f("doc_format", pa.string()),
+    # Structure the strategy knows; null where it knows none.
+    _f("section_path", pa.list_(pa.string()), nullable=True),
+    _f("section_anchor", pa.string(), nullable=True),
+    _f("section_chunk_index", pa.int32(), nullable=True),
+    _f("paragraph_index", pa.int32(), nullable=True),
+    _f("total_paragraphs", pa.int32(), nullable=True),
+    # Context window: null when none is configured.
+    _f("has_prev_context", pa.bool_(), nullable=True),
+    _f("has_next_context", pa.bool_(), nullable=True),
 ]
 
-CHUNKS = pa.schema([*_OCCURRENCE, _f("text", pa.large_string())], metadata=_META)
+CHUNKS = pa.schema(
+    [
+        *_OCCURRENCE,
+        _f("text", pa.large_string()),
+        # What the embedder receives when a context window is configured; null otherwise.
+        _f("text_with_context", pa.large_string(), nullable=True),
+    ],
+    metadata=_META,
+)
 MANIFEST = pa.schema([*_OCCURRENCE, _f("is_new", pa.bool_())], metadata=_META)
 REMOVED = pa.schema([*_OCCURRENCE, _f("removed_reason", pa.string())], metadata=_META)
 ERRORS = pa.schema(

@@ -59,7 +59,8 @@ def test_edit_rechunks_only_that_file_and_only_changed_chunks_are_new(chunkmill,
     first = chunkmill("--input", str(corpus / "**"), run_id="r1")
     start = corpus / "guides" / "start.md"
     text = start.read_text()
-    start.write_text(text.replace("start paragraph 5:", "start paragraph FIVE (edited):"))
+    # Same length, so greedy packing after the edit is unchanged whatever the strategy.
+    start.write_text(text.replace("start paragraph 5:", "start paragraph V:"))
     second = chunkmill("--input", str(corpus / "**"), run_id="r2")
     c = second.counts
     assert (c["docs_processed"], c["docs_carried_over"]) == (1, 4)

@@ -6,7 +6,8 @@ import pytest
 
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs
 from transforms import document, ids, schema
-from transforms.types import ChunkingConfig, WorkItem
+from transforms.config import Chunking, ChunkingConfig
+from transforms.types import WorkItem
 
 URI = "/corpus/a.md"
 
@@ -16,7 +17,7 @@ def item(prior=(), data=b"") -> WorkItem:
 
 
 def run(data: bytes, prior=(), config: ChunkingConfig = SMALL) -> document.DocOutcome:
-    return document.process_document(item(prior, data), data, config, config.build())
+    return document.process_document(item(prior, data), data, Chunking(config))
 
 
 def test_new_document_is_chunked_with_exact_offsets_and_ids():
@@ -89,7 +90,7 @@ def test_failure_yields_one_error_and_keeps_prior_rows(uri, data, reason):
     good = make_pdf(["alpha " * 30, "beta " * 30]) if uri.endswith(".pdf") else paragraphs("a", "b")
     prior = manifest_rows(uri, good)
     doc = WorkItem(ids.doc_id(uri), uri, len(data), tuple(prior))
-    out = document.process_document(doc, data, SMALL, SMALL.build())
+    out = document.process_document(doc, data, Chunking(SMALL))
     assert out.status == document.FAILED
     assert out.error["reason"] == reason and out.error["source_uri"] == uri
     assert "\n" not in out.error["message"]
@@ -108,8 +109,12 @@ def test_chunker_crash_is_an_error_row_not_an_exception():
         def split(self, text):
             raise RuntimeError("bad\nthing")
 
+    class BoomChunking(Chunking):
+        def chunker_for(self, fmt, uri=""):
+            return Boom()
+
     data = paragraphs("alpha")
-    out = document.process_document(item((), data), data, SMALL, Boom())
+    out = document.process_document(item((), data), data, BoomChunking(SMALL))
     assert out.status == document.FAILED
     assert (out.error["stage"], out.error["reason"]) == ("chunk", "chunker_error")
     assert out.error["message"] == "RuntimeError: bad thing"

@@ -67,8 +67,12 @@ def test_defaults(monkeypatch, tmp_path):
     assert s.output == str(tmp_path / "out")
     assert s.run_id == "20261122T073005Z"
     assert (s.prior_mode, s.prior_manifest) == ("auto", None)
-    assert s.config.strategy == "paragraph"
-    assert s.config.description["params"] == {"max_tokens": 700, "overlap_tokens": 80}
+    assert s.config.strategy == "auto"
+    assert s.config.description["text"] == {
+        "strategy": "paragraph",
+        "params": {"max_tokens": 700, "overlap_tokens": 80},
+    }
+    assert s.config.context() == (0, 0)
 
 
 def test_beam_options_pass_through_and_stay_out_of_the_report(docs, tmp_path):

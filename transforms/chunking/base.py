@@ -15,9 +15,9 @@ Every strategy guarantees, for any input ``text``:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 TokenCounter = Callable[[str], int]
 
@@ -30,17 +30,33 @@ def chars4(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One chunk as a half-open character range ``[start, end)`` of the document text."""
+class Span(NamedTuple):
+    """One chunk as a half-open character range ``[start, end)`` of the document text, with
+    the structural metadata its strategy knows (``None`` where a strategy has none).
+
+    A named tuple, not a frozen dataclass: chunkers make one per chunk, and a frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) costs several times more.
+    """
 
     start: int
     end: int
+    # Markdown heading path at the chunk's position, outermost first ("section" strategy).
+    section_path: tuple[str, ...] | None = None
+    # URL fragment of the innermost section, slugged as GitHub and Docusaurus do.
+    section_anchor: str | None = None
+    # Index of the chunk within its section, from 0.
+    section_chunk_index: int | None = None
+    # "paragraph-window": the paragraph's index and the document's paragraph count.
+    paragraph_index: int | None = None
+    total_paragraphs: int | None = None
 
 
 class Chunker(Protocol):
     """What every strategy implements. Constructors take keyword-only parameters and raise
-    ``ValueError`` on invalid ones, so a bad config fails at graph-build time."""
+    ``ValueError`` on invalid ones, so a bad config fails at graph-build time. Every
+    constructor accepts ``token_counter: TokenCounter = chars4``; a strategy whose limit is
+    in tokens measures chunks with it (and, when it is ``chars4``, may work in characters,
+    which is the same thing and faster). ``token_counter`` is not part of ``params()``."""
 
     name: str
 
@@ -74,6 +90,17 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def strategy_parameters(name: str) -> frozenset[str]:
+    """The keyword parameters strategy ``name`` takes, besides ``token_counter``."""
+    _load_builtins()
+    signature = inspect.signature(_REGISTRY[name])
+    return frozenset(
+        p.name
+        for p in signature.parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name != "token_counter"
+    )
+
+
 def make_chunker(name: str, **params: Any) -> Chunker:
     """Build the strategy ``name`` with ``params`` (``None`` values mean "the default").
 
@@ -95,4 +122,10 @@ def make_chunker(name: str, **params: Any) -> Chunker:
 
 def _load_builtins() -> None:
     # Importing the strategy modules registers them; done lazily to avoid an import cycle.
-    from transforms.chunking import paragraph  # noqa: F401
+    from transforms.chunking import (  # noqa: F401
+        paragraph,
+        paragraph_window,
+        recursive,
+        section,
+        sentence,
+    )
