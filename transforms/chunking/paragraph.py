@@ -25,11 +25,12 @@ _LAST_SPACE = re.compile(r".*\s", re.DOTALL)
 _SPACE_THEN_WORD = re.compile(r"\s\S")
 _SPACE_RUN = re.compile(r"\s+")
 # Matched from a paragraph start to endpos, it ends just after the last "\n" that a blank
-# line and another "\n" follow: ".*" jumps to endpos and backtracks, and as what follows it
-# starts with a literal, the engine skips to each "\n" in a tight loop (about a nanosecond a
-# character, against several for _LAST_SPACE's backtracking onto "\s"; a group before the
-# "\n" would also lose that). The lookahead keeps the match end at that "\n".
-_LAST_BREAK = re.compile(r".*\n(?=[^\S\n]*\n)", re.DOTALL)
+# line and another "\n" follow (the last but one "\n" of the last separator), and group 1
+# is the first character after that separator. ".*" jumps to endpos and backtracks, and as
+# what follows it is a literal, the engine skips to each "\n" in a tight loop: about a
+# nanosecond a character, where backtracking onto "\s" (_LAST_SPACE), or onto a group
+# placed before the "\n", takes 8 to 12.
+_LAST_BREAK = re.compile(r".*\n(?=[^\S\n]*\n\s*(\S))", re.DOTALL)
 
 
 @register("paragraph")
@@ -168,11 +169,12 @@ class ParagraphChunker:
         spans: list[Span] = []
         start = end = -1  # the open chunk; -1 until the first unit arrives
         para = first.start()  # the next paragraph to add
-        # A chunk ends at the last unit end within start + max_chars, and each paragraph that
-        # ends there is short enough to be one unit. So, rather than add paragraphs one at a
-        # time, a backward search (_last_break) jumps to the last of them, and only the
-        # paragraph that overflows is looked at: its end decides the next chunk's overlap,
-        # and if it is cut into pieces, its first pieces may still fit.
+        # A chunk takes every unit that ends by start + max_chars, its limit, and a paragraph
+        # that starts after the chunk's first unit and ends by the limit is one unit, never
+        # cut. So instead of adding paragraphs one at a time (there are several per chunk),
+        # a backward search from the limit (_last_break) jumps past all of them. Only the
+        # paragraph after them is looked at: as one unit it overflows, and its end bounds the
+        # next chunk's overlap; cut into pieces, its first pieces may still fit.
         while True:
             sep = _SEPARATOR.search(text, para)
             if sep is None:
@@ -239,25 +241,24 @@ def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
 
 
 def _last_break(text: str, lo: int, limit: int) -> tuple[int, int] | None:
-    """The last separator after a paragraph that starts at or after ``lo`` and ends at or
-    before ``limit``, as (that paragraph's end, the next paragraph's start); None if there is
-    none. ``text[lo]`` is not whitespace and some character at or after ``limit`` is not."""
-    # The separator is the part from the first "\n" of a whitespace run that holds two, and
-    # the paragraph before it ends where the run starts, so the run that holds limit counts
-    # whatever the position of its "\n": search up to its end.
+    """``(end, next)``: the end of the last paragraph that starts at or after ``lo`` and ends
+    at or before ``limit``, and the start of the paragraph after it; None if no paragraph
+    does. A paragraph starts at ``lo`` and one ends after ``limit``."""
+    # A separator is the part of a whitespace run from its first "\n" on, when the run holds
+    # two; the paragraph before it ends where the run starts. So if limit falls in such a
+    # run, the run counts, however far past limit its "\n" lie: search up to its end.
     hi = limit
     if text[limit].isspace():
         run_end = _NONSPACE.search(text, limit)
         assert run_end is not None
         hi = run_end.start()
-    found = _LAST_BREAK.match(text, lo, hi)
+    # Up to and including text[hi], which is not whitespace: the next paragraph's start.
+    found = _LAST_BREAK.match(text, lo, hi + 1)
     if found is None:
         return None
     newline = found.end() - 1  # in the last run with two "\n", the last "\n" but one
-    end = _rstrip_end(text, lo, newline)
-    after = _NONSPACE.search(text, newline)
-    assert after is not None  # a paragraph that ends after limit follows
-    return end, after.start()
+    end = newline if not text[newline - 1].isspace() else _rstrip_end(text, lo, newline)
+    return end, found.start(1)
 
 
 def _rstrip_end(text: str, lo: int, hi: int) -> int:
