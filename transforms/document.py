@@ -121,7 +121,7 @@ def _chunk_rows(
     count_tokens = chunking.count_tokens
     doc_id = item.doc_id
     has_pages = doc.page_starts is not None
-    constant = {
+    constant: dict[str, object] = {
         "doc_id": doc_id,
         "source_uri": item.uri,
         "strategy": strategy,
@@ -135,7 +135,7 @@ def _chunk_rows(
         "text_with_context": None,
     }
     seen: dict[str, int] = {}
-    rows = []
+    rows: list[dict[str, object]] = []
     for index, span in enumerate(spans):
         text = texts[index]
         row = constant.copy()
@@ -151,7 +151,9 @@ def _chunk_rows(
         occurrence = seen.get(h, 0)
         seen[h] = occurrence + 1
         if has_pages:
-            row["page_start"], row["page_end"] = doc.pages_of(span.start, span.end)  # type: ignore[misc]
+            pages = doc.pages_of(span.start, span.end)
+            if pages is not None:
+                row["page_start"], row["page_end"] = pages
         row["chunk_id"] = ids.chunk_id(doc_id, h, occurrence)
         row["chunk_hash"] = h
         row["chunk_index"] = index
