@@ -63,15 +63,16 @@ def _closing_fence_end(text: str, pos: int, char: str, length: int) -> int:
 
 # --- blocks inside an over-long section ------------------------------------------------------
 
-# A line that may change the block being read: a blank line (spaces, tabs and "\r" only), a
-# list item or a display equation. Only the character after the indentation is checked here
-# (a cheap pattern: see _STRUCT_CANDIDATE); the line is then classified in Python.
-_BODY_CANDIDATE = re.compile(r"\n[ \t]*[\r\n\-*+0-9$\\]")
-# Inside a list only a blank line can end it; inside prose, only a list or an equation.
+# Inside a list only a blank line can end it. Inside prose only a list or an equation can:
+# _PROSE_CANDIDATE checks just the character after a line's indentation (a cheap pattern:
+# see _STRUCT_CANDIDATE), and _BLOCK_START then tells what the line starts.
 _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")
+_BLANK_REST = re.compile(r"[ \t]*\r?\n")
 _PROSE_CANDIDATE = re.compile(r"\n[ \t]*[-*+0-9$\\]")
-_ITEM_AT = re.compile(r" {0,3}(?P<marker>[-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)", re.M)
-_EQUATION_AT = re.compile(r"[ \t]*(?:\$\$|\\\[)")
+_ITEM_AT = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)", re.M)
+# How a block starts, matched at its line's start: group 1 is a list item's marker, else an
+# equation's opener ends the match.
+_BLOCK_START = re.compile(r" {0,3}([-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)|[ \t]*(?:\$\$|\\\[)", re.M)
 # Item boundaries inside a list, nested items included.
 _ITEM_START = re.compile(r"\n[ \t]*(?:[-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)", re.M)
 # The start of a line that begins a definition in common languages, or an annotation,
@@ -88,10 +89,12 @@ _ATTRIBUTE_LINE = re.compile(r"[ \t]*(?:@[A-Za-z_]|#\[)")
 # followed by whitespace) or a paragraph end (followed by a blank line). _UNIT_BREAK finds
 # them forwards: group 1 ends a sentence, else the match starts at the paragraph's newline;
 # m.end() is where the next unit starts. _LAST_UNIT_END finds the last one before endpos:
-# ".*" runs to endpos in C and backtracks to it, so the cost is the distance back to it.
+# ".*" runs to endpos in C and backtracks to it, so the cost is the distance back to it. A
+# paragraph ends at its last non-whitespace character even when whitespace-only lines that
+# are not blank (a "\r" inside) come before the blank line, hence the "\s*?".
 _MARK = r"[.?!][\"')\]\u2019\u201d\u00bb]*"
 _UNIT_BREAK = re.compile(rf"({_MARK})\s+|\n[ \t]*\r?\n\s*")
-_LAST_UNIT_END = re.compile(rf".*(?:{_MARK}(?=\s)|\S(?=[^\S\n]*\n[ \t]*\r?\n))", re.DOTALL)
+_LAST_UNIT_END = re.compile(rf".*(?:{_MARK}(?=\s)|\S(?=\s*?\n[ \t]*\r?\n))", re.DOTALL)
 # The last paragraph break of a prose run (group 1 is its first newline), and the first.
 _LAST_PARAGRAPH_BREAK = re.compile(r".*(\n)[ \t]*\r?\n", re.DOTALL)
 
@@ -158,15 +161,15 @@ class SectionChunker:
     ``chars4`` that is ``len(chunk) <= max_tokens * 4``, computed without copying text.
 
     Splitting a section that does not fit. Its body (after the heading line) is read as
-    blocks. A *blank line* holds only spaces, tabs and ``"\r"``. An *item line* has up to 3
-    spaces, then ``-``, ``*``, ``+`` or 1-9 digits and ``.`` or ``)``, then a space, a tab or
-    the end of the line.
+    blocks. A *blank line* holds only spaces and tabs (and maybe a ``"\r"`` before its
+    ``"\n"``). An *item line* has up to 3 spaces, then ``-``, ``*``, ``+`` or 1-9 digits and
+    ``.`` or ``)``, then a space, a tab or the end of the line.
 
     * *Code*: a fenced code block (or the front matter).
     * *List*: from an item line over every following line, and over blank lines when the
-      next non-blank line is an item line or is indented by 2+ spaces or a tab. An item line
-      starts a list at a block start; inside a paragraph only ``-``, ``*``, ``+``, ``1.`` or
-      ``1)`` does (as in CommonMark).
+      next non-blank line is an item line or is indented by 2+ spaces or a tab. Any item line
+      starts a list at the start of the body or after a blank line, a fence or an equation;
+      inside a paragraph only ``-``, ``*``, ``+``, ``1.`` or ``1)`` does (as in CommonMark).
     * *Display equation*: a line starting (after spaces and tabs) with ``$$`` or ``\\[``,
       through the line holding the next ``$$`` or ``\\]`` (possibly the same line), or only
       that line if none follows before the next fence or the section end. Inside a list it
@@ -276,7 +279,7 @@ class SectionChunker:
                 if hashes_start >= 0:
                     title = _heading_title(text[hashes_end : m.end()])
                     if title.isascii() and "[" not in title and "<" not in title:
-                        slug = title.lower().translate(_ASCII_SLUG)
+                        slug = _ascii_slug(title)
                     else:
                         slug = github_slug(title)
                     if slug in slugs:
@@ -339,10 +342,11 @@ def _heading_title(raw: str) -> str:
 # Both stop at the next opening bracket, so a long heading full of brackets stays linear.
 _LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
-# Lowercase ASCII: keep letters, digits, "_" and "-"; " " becomes "-"; drop the rest.
-_ASCII_SLUG = str.maketrans(
-    {chr(c): None for c in range(128) if not chr(c).isalnum() and chr(c) not in " -_"} | {" ": "-"}
-)
+# Lowercase ASCII: keep letters, digits, "_" and "-"; " " becomes "-"; drop the rest. As
+# bytes, because bytes.translate is a plain C loop, ten times faster than str.translate
+# with a dict, and this runs once per heading.
+_SPACE_TO_HYPHEN = bytes.maketrans(b" ", b"-")
+_ASCII_DROPPED = bytes(c for c in range(128) if not chr(c).isalnum() and chr(c) not in " -_")
 # github-slugger keeps letters, marks, Nd and Nl numbers, connector punctuation...
 _KEPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "Pc"})
 # ...and the Alphabetic symbols (circled and squared Latin letters, category So).
@@ -358,8 +362,13 @@ def github_slug(title: str) -> str:
         title = _HTML_TAG.sub("", title)
     text = title.lower()
     if text.isascii():
-        return text.translate(_ASCII_SLUG)
+        return _ascii_slug(text)
     return "".join(ch for ch in text if ch in " -" or _slug_keeps(ch)).replace(" ", "-")
+
+
+def _ascii_slug(title: str) -> str:
+    """github_slug of an ASCII title without links or HTML."""
+    return title.lower().encode().translate(_SPACE_TO_HYPHEN, _ASCII_DROPPED).decode()
 
 
 def _slug_keeps(ch: str) -> bool:
@@ -462,12 +471,13 @@ class _Packer:
 
     def feed(self, s: int, e: int, kind: int, parts: tuple[_Block, ...] = ()) -> None:
         """Add the unit [s, e) (trimmed, non-empty) to the chunks."""
-        if self.start >= 0 and self.fits(self.start, e):
+        start = self.start
+        if start >= 0 and (e - start <= self.max_chars if self.char_mode else self.fits(start, e)):
             self.end = e
             self.heading_only = False
         elif kind == _PROSE:  # soft: fill the open chunk unit by unit
             if self.char_mode:
-                self._pack_prose(s, e)
+                self._pack_units(s, e, lines=False)
             else:
                 for a, b in _prose_units(self.text, s, e):
                     self.feed(a, b, _SENTENCE)
@@ -476,6 +486,9 @@ class _Packer:
             self.start, self.end, self.heading_only = s, e, kind == _HEADING
         elif kind in (_HEADING, _SENTENCE, _LINE):
             self._pieces(s, e)
+        elif self.char_mode and kind in (_ITEM, _NESTED, _EQUATION):
+            # The same as feeding the children below one by one, a chunk at a time.
+            self._pack_units(s, e, lines=kind != _ITEM)
         else:
             for unit in self._children(s, e, kind, parts):
                 self.feed(*unit)
@@ -501,43 +514,47 @@ class _Packer:
             for a, b in _lines(text, s, e):
                 yield a, b, _LINE, ()
 
-    def _pack_prose(self, s: int, e: int) -> None:
-        """``feed`` of each unit of the prose run [s, e) in turn, in characters: the open
-        chunk takes every unit up to the last unit end within its budget, found with one
-        backward match, so the cost is per chunk rather than per sentence."""
+    def _pack_units(self, s: int, e: int, lines: bool) -> None:
+        """``feed`` of each unit of [s, e) in turn, in characters, where the units are lines
+        if ``lines`` else sentences and paragraphs (see _UNIT_BREAK). The open chunk takes
+        every unit up to the last unit end within its budget, found with one backward search,
+        so the cost is per chunk rather than per unit."""
         text, max_chars = self.text, self.max_chars
         a = s  # the next unit's start
         while True:
             start = self.start
-            if e - (a if start < 0 else start) <= max_chars:  # the rest fits
-                if start < 0:
-                    self.start = a
-                self.end = e
-                self.heading_only = False
+            origin = a if start < 0 else start
+            if e - origin <= max_chars:  # the rest fits
+                self.start, self.end, self.heading_only = origin, e, False
                 return
-            limit = (a if start < 0 else start) + max_chars
-            # The first non-whitespace character at or after limit bounds the match: a unit
-            # end found before it is at most limit, and its lookahead is visible.
-            bound = _NONSPACE.search(text, limit - 1, e)
-            assert bound is not None  # text[e - 1] is not whitespace and limit < e
-            last = _LAST_UNIT_END.match(text, a, bound.start())
-            if last is not None:  # units up to last.end() fit: the chunk ends there
-                if start < 0:
-                    self.start = a
-                self.end = last.end()
-                self.heading_only = False
-                self._close()
+            # The first non-whitespace character at or after the limit bounds the search:
+            # a unit end found before it is within the limit, and so is all that follows it
+            # up to the bound, such as the lookahead of _LAST_UNIT_END.
+            bound = _NONSPACE.search(text, origin + max_chars, e)
+            assert bound is not None  # text[e - 1] is not whitespace
+            if lines:
+                newline = text.rfind("\n", a, bound.start())
+                last = -1 if newline < 0 else _rstrip_end(text, a, newline)
             else:
-                unit = _UNIT_BREAK.search(text, a, e)
-                unit_end = e if unit is None else _unit_end(text, a, unit)
-                if start >= 0 and unit_end - a <= max_chars:
-                    self._close()  # the unit fits alone: it starts the next chunk
+                found = _LAST_UNIT_END.match(text, a, bound.start())
+                last = -1 if found is None else found.end()
+            if last >= 0:  # the units up to ``last`` fit: the chunk ends there
+                self.start, self.end, self.heading_only = origin, last, False
+                self._close()
+            else:  # the first unit does not fit in the open chunk
+                if lines:
+                    newline = text.find("\n", a, e)
+                    last = e if newline < 0 else _rstrip_end(text, a, newline)
+                else:
+                    unit = _UNIT_BREAK.search(text, a, e)
+                    last = e if unit is None else _unit_end(text, a, unit)
+                if start >= 0 and last - a <= max_chars:
+                    self._close()  # it fits alone: it starts the next chunk
                     continue
-                self._pieces(a, unit_end)
-                if unit is None:
-                    return
-            after = _NONSPACE.search(text, last.end() if last is not None else unit_end, e)
-            assert after is not None  # text[e - 1] is not whitespace
+                self._pieces(a, last)
+            after = _NONSPACE.search(text, last, e)
+            if after is None:
+                return
             a = after.start()
 
     def _close(self) -> None:
@@ -652,66 +669,82 @@ def _region_blocks(text: str, lo: int, hi: int, out: list[_Block]) -> bool:
     """Append the prose, list and equation blocks of [lo, hi), which holds no fence; return
     whether there was an equation. A prose block runs over blank lines: its paragraphs are
     told apart when it is packed."""
-    pos = lo
-    kind, start = -1, -1  # the open block; -1 when none is open
+    first = _NONSPACE.search(text, lo, hi)
+    if first is None:
+        return False
+    start = first.start()  # the first non-whitespace character of its line
+    kind = _block_kind(text, start, hi)
     equations = False
     missing: dict[str, int] = {}  # equation closers known to be absent from here to hi
     while True:
-        if kind < 0:
-            first = _NONSPACE.search(text, pos, hi)
-            if first is None:
-                return equations
-            start = first.start()
-            line_start = text.rfind("\n", 0, start) + 1
-            if _ITEM_AT.match(text, line_start, hi):
-                kind = _LIST
-            elif _EQUATION_AT.match(text, line_start, hi):
-                pos = _equation_end(text, start, hi, missing)
-                out.append((start, pos, _EQUATION, ()))
-                equations = True
-                continue
-            else:
-                kind = _PROSE
+        if kind == _EQUATION:
+            end = _equation_end(text, start, hi, missing)
+            out.append((start, end, _EQUATION, ()))
+            equations = True
+            after = _NONSPACE.search(text, end, hi)
+            if after is None:
+                return True
+            start = after.start()
+            kind = _block_kind(text, start, hi)
+        elif kind == _LIST:
             pos = start
-        if kind == _LIST:
-            blank = _BLANK_LINE.search(text, pos, hi)
-            if blank is None:
-                out.append((start, _rstrip_end(text, start, hi), kind, ()))
-                return equations
-            after = _NONSPACE.search(text, blank.start(), hi)
-            if after is not None:
+            while True:  # to the blank line that ends the list
+                blank = _BLANK_LINE.search(text, pos, hi)
+                if blank is None:
+                    out.append((start, _rstrip_end(text, start, hi), _LIST, ()))
+                    return equations
+                after = _NONSPACE.search(text, blank.start(), hi)
+                if after is None:
+                    out.append((start, _rstrip_end(text, start, blank.start()), _LIST, ()))
+                    return equations
                 line_start = text.rfind("\n", 0, after.start()) + 1
-                if _ITEM_AT.match(text, line_start, hi) or text.startswith(
-                    ("  ", "\t"), line_start
+                if not (
+                    _ITEM_AT.match(text, line_start, hi)
+                    or text.startswith(("  ", "\t"), line_start)
                 ):
-                    pos = line_start - 1  # the list goes on; read that line next
-                    continue
-            out.append((start, _rstrip_end(text, start, blank.start()), kind, ()))
-            kind, pos = -1, blank.end()
-            continue
-        candidate = _PROSE_CANDIDATE.search(text, pos, hi)
-        if candidate is None:
-            out.append((start, _rstrip_end(text, start, hi), kind, ()))
-            return equations
-        newline, pos = candidate.start(), candidate.end()
-        char = text[pos - 1]
-        if char == "$" or char == "\\":
-            if not text.startswith("$$" if char == "$" else "\\[", pos - 1):
-                continue
+                    break
+                pos = line_start - 1  # an item or an indented line: the list goes on
+            out.append((start, _rstrip_end(text, start, blank.start()), _LIST, ()))
+            start = after.start()
+            kind = _block_kind(text, start, hi)
         else:
-            item = _ITEM_AT.match(text, newline + 1, hi)
-            if item is None:
-                continue
-            marker = item.group("marker")
-            # As in CommonMark, only a bullet or "1." / "1)" can interrupt a paragraph; any
-            # number starts a list after a blank line.
-            if marker[0] not in "-*+" and marker[:-1] != "1":
-                previous = text.rfind("\n", 0, newline) + 1
-                if text[previous:newline].strip(" \t\r"):
+            pos = start
+            while True:  # to the list or equation that ends the prose
+                candidate = _PROSE_CANDIDATE.search(text, pos, hi)
+                if candidate is None:
+                    out.append((start, _rstrip_end(text, start, hi), _PROSE, ()))
+                    return equations
+                newline, pos = candidate.start(), candidate.end()
+                line = _BLOCK_START.match(text, newline + 1, hi)
+                if line is None:
                     continue
-        # A list or an equation ends the prose; the next round reads it.
-        out.append((start, _rstrip_end(text, start, newline), kind, ()))
-        kind, pos = -1, newline
+                marker = line.group(1)
+                if marker is None:  # an equation
+                    next_start, next_kind = line.end() - 2, _EQUATION
+                    break
+                # As in CommonMark, only a bullet or "1." / "1)" can interrupt a paragraph;
+                # any number starts a list after a blank line.
+                if marker[0] in "-*+" or marker[:-1] == "1" or _blank_before(text, newline):
+                    next_start, next_kind = line.start(1), _LIST
+                    break
+            out.append((start, _rstrip_end(text, start, newline), _PROSE, ()))
+            start, kind = next_start, next_kind
+
+
+def _block_kind(text: str, start: int, hi: int) -> int:
+    """The kind of the block that starts at ``start``, the first non-whitespace character of
+    its line."""
+    if text[start] not in "-*+0123456789$\\":  # most blocks: no list or equation can start
+        return _PROSE
+    line = _BLOCK_START.match(text, text.rfind("\n", 0, start) + 1, hi)
+    if line is None:
+        return _PROSE
+    return _EQUATION if line.start(1) < 0 else _LIST
+
+
+def _blank_before(text: str, newline: int) -> bool:
+    """Whether the line that ends at ``newline`` is blank, as _BLANK_LINE has it."""
+    return _BLANK_REST.match(text, text.rfind("\n", 0, newline) + 1, newline + 1) is not None
 
 
 def _equation_end(text: str, opener: int, hi: int, missing: dict[str, int]) -> int:
@@ -831,12 +864,12 @@ def _lines(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
 
 def _rstrip_end(text: str, lo: int, hi: int) -> int:
     """The end of [lo, hi) once trailing whitespace is dropped; text[lo] is not whitespace."""
-    # Usually the run is "", "\n", "\r\n" or "\n\n": check a few characters one by one. As
-    # text[lo] is not whitespace, the loop stops at lo + 1 at the latest.
-    for _ in range(4):
-        if not text[hi - 1].isspace():
-            return hi
-        hi -= 1
+    # Usually the run is "", "\n" or "\n\n": check two characters one by one. As text[lo] is
+    # not whitespace, text[hi - 2] exists whenever text[hi - 1] is whitespace.
+    if not text[hi - 1].isspace():
+        return hi
+    if not text[hi - 2].isspace():
+        return hi - 1
     # Doubling windows keep even a megabyte of trailing spaces linear without copying it all.
     width = 16
     while True:
