@@ -7,7 +7,6 @@ import pickle
 import re
 from collections.abc import Callable
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,30 +17,16 @@ from transforms.chunking.base import CHARS_PER_TOKEN, TokenCounter
 from transforms.chunking.paragraph import ParagraphChunker
 from transforms.chunking.tokens import MINILM, HFTokenizer, load_token_counter, whitespace
 
-SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
-
+from .chunker_contract import (
+    assert_deterministic,
+    check_span_contract,
+    reference_paragraphs,
+    sample_documents,
+    texts,
+    within_chars,
+)
 
 # --- an oracle written independently of the implementation ---------------------------------
-
-
-def reference_paragraphs(text: str) -> list[tuple[int, int]]:
-    """Trimmed paragraph spans, line by line: a paragraph is a maximal run of lines (split on
-    "\\n") that are not whitespace-only."""
-    paragraphs: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    offset = 0
-    for line in text.split("\n"):
-        if line.strip():
-            start = offset + len(line) - len(line.lstrip())
-            end = offset + len(line.rstrip())
-            current = (start, end) if current is None else (current[0], end)
-        elif current is not None:
-            paragraphs.append(current)
-            current = None
-        offset += len(line) + 1
-    if current is not None:
-        paragraphs.append(current)
-    return paragraphs
 
 
 def nonspace_run_length(text: str, i: int) -> int:
@@ -56,33 +41,13 @@ def nonspace_run_length(text: str, i: int) -> int:
 
 def check_invariants(text: str, spans: list[Span], max_tokens: int, overlap_tokens: int) -> None:
     max_chars = max_tokens * CHARS_PER_TOKEN
-    overlap_chars = overlap_tokens * CHARS_PER_TOKEN
-    if not text.strip():
-        assert spans == []
-        return
-    assert spans
-
-    for span in spans:
-        assert isinstance(span, Span)
-        assert 0 <= span.start < span.end <= len(text)
-        chunk = text[span.start : span.end]
-        assert len(chunk) <= max_chars, (span, len(chunk))
-        assert not chunk[0].isspace() and not chunk[-1].isspace(), (span, chunk)
-
-    for prev, cur in pairwise(spans):
-        # Strictly increasing starts and ends: document order, progress, no containment.
-        assert prev.start < cur.start and prev.end < cur.end, (prev, cur)
-        overlap = prev.end - cur.start
-        assert overlap <= overlap_chars, (prev, cur)
-        if overlap > 0:  # a carried overlap starts at a word start
-            assert text[cur.start - 1].isspace(), (prev, cur)
-
-    # Every non-whitespace character is inside some span.
-    covered_to = 0
-    for span in spans:
-        assert text[covered_to : span.start].strip() == "", (covered_to, span)
-        covered_to = max(covered_to, span.end)
-    assert text[covered_to:].strip() == ""
+    check_span_contract(
+        text,
+        spans,
+        within_chars(max_chars),
+        overlap_tokens * CHARS_PER_TOKEN,
+        overlap_at_word_start=True,
+    )
 
     # A chunk boundary splits a word only when the word itself exceeds the budget.
     for span in spans:
@@ -242,12 +207,7 @@ _FRAGMENTS = st.sampled_from(
         "\u00a0", "\u3000", "\u2028", "\x0c", "\r",
     ]
 )  # fmt: skip
-_MIXED = st.lists(st.one_of(_FRAGMENTS, st.text(min_size=1, max_size=6)), max_size=80).map("".join)
-TEXTS = st.one_of(
-    _MIXED,
-    st.tuples(_MIXED, st.integers(2, 6)).map(lambda t: t[0] * t[1]),  # repeated text
-    st.text(max_size=200),
-)
+TEXTS = texts(_FRAGMENTS)
 PARAMS = st.integers(1, 24).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1)))
 
 
@@ -258,12 +218,8 @@ def test_invariants_hold_for_any_text(text: str, params: tuple[int, int]) -> Non
     chunker = ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
     spans = chunker.split(text)
     check_invariants(text, spans, max_tokens, overlap_tokens)
-    # Deterministic: same instance, a fresh instance, and a pickled copy (as Beam ships it).
-    assert chunker.split(text) == spans
-    assert ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens).split(text) == (
-        spans
-    )
-    assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
+    fresh = ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+    assert_deterministic(chunker, fresh, text, spans)
 
 
 # --- a real-ish corpus ----------------------------------------------------------------------
@@ -301,12 +257,7 @@ def _builtin_corpus() -> dict[str, str]:
 
 def _corpus() -> dict[str, str]:
     corpus = _builtin_corpus()
-    if SAMPLE_CORPUS.is_dir():
-        for path in sorted(SAMPLE_CORPUS.rglob("*")):
-            if path.is_file() and path.suffix.lower() in {".md", ".txt"}:
-                # Raw bytes: read_text() would translate "\r\n" and hide separator handling.
-                name = path.relative_to(SAMPLE_CORPUS).as_posix()
-                corpus[name] = path.read_bytes().decode("utf-8", errors="replace")
+    corpus.update(sample_documents({".md", ".txt"}))
     return corpus
 
 

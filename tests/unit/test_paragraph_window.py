@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pickle
-from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,30 +12,16 @@ from transforms.chunking import Span, available, make_chunker
 from transforms.chunking.context import ContextWindow, context_windows
 from transforms.chunking.paragraph_window import ParagraphWindowChunker
 
-SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
-
+from .chunker_contract import (
+    assert_deterministic,
+    check_span_contract,
+    reference_paragraphs,
+    sample_documents,
+    texts,
+    within_chars,
+)
 
 # --- an oracle written independently of the implementation ---------------------------------
-
-
-def reference_paragraphs(text: str) -> list[tuple[int, int]]:
-    """Trimmed paragraph spans, line by line: a paragraph is a maximal run of lines (split on
-    "\\n") that are not whitespace-only."""
-    paragraphs: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    offset = 0
-    for line in text.split("\n"):
-        if line.strip():
-            start = offset + len(line) - len(line.lstrip())
-            end = offset + len(line.rstrip())
-            current = (start, end) if current is None else (current[0], end)
-        elif current is not None:
-            paragraphs.append(current)
-            current = None
-        offset += len(line) + 1
-    if current is not None:
-        paragraphs.append(current)
-    return paragraphs
 
 
 def reference_pieces(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
@@ -80,25 +64,10 @@ def reference_units(text: str, max_chars: int) -> list[tuple[int, int]]:
 
 def check_invariants(text: str, spans: list[Span], max_chars: int) -> None:
     assert [(s.start, s.end) for s in spans] == reference_units(text, max_chars)
-    if not text.strip():
-        assert spans == []
-        return
-    assert spans
+    # Disjoint, in document order; touching only where a word was cut hard.
+    check_span_contract(text, spans, within_chars(max_chars), 0)
     for k, span in enumerate(spans):
         assert span == Span(span.start, span.end, paragraph_index=k, total_paragraphs=len(spans))
-        assert 0 <= span.start < span.end <= len(text)
-        assert span.end - span.start <= max_chars
-        chunk = text[span.start : span.end]
-        assert not chunk[0].isspace() and not chunk[-1].isspace(), (span, chunk)
-    for prev, cur in pairwise(spans):
-        # Disjoint, in document order; touching only where a word was cut hard.
-        assert prev.end <= cur.start, (prev, cur)
-    # Every non-whitespace character is inside some span.
-    covered_to = 0
-    for span in spans:
-        assert text[covered_to : span.start].strip() == "", (covered_to, span)
-        covered_to = span.end
-    assert text[covered_to:].strip() == ""
 
 
 def chunk_texts(text: str, max_chars: int) -> list[str]:
@@ -251,12 +220,7 @@ _FRAGMENTS = st.sampled_from(
         "\u00a0", "\u3000", "\u2028", "\x0c", "\r",
     ]
 )  # fmt: skip
-_MIXED = st.lists(st.one_of(_FRAGMENTS, st.text(min_size=1, max_size=6)), max_size=80).map("".join)
-TEXTS = st.one_of(
-    _MIXED,
-    st.tuples(_MIXED, st.integers(2, 6)).map(lambda t: t[0] * t[1]),  # repeated text
-    st.text(max_size=200),
-)
+TEXTS = texts(_FRAGMENTS)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -265,10 +229,7 @@ def test_invariants_hold_for_any_text(text: str, max_chars: int) -> None:
     chunker = ParagraphWindowChunker(max_chars=max_chars)
     spans = chunker.split(text)
     check_invariants(text, spans, max_chars)
-    # Deterministic: same instance, a fresh instance, and a pickled copy (as Beam ships it).
-    assert chunker.split(text) == spans
-    assert ParagraphWindowChunker(max_chars=max_chars).split(text) == spans
-    assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
+    assert_deterministic(chunker, ParagraphWindowChunker(max_chars=max_chars), text, spans)
     chunks = [text[s.start : s.end] for s in spans]
     check_windows(chunks, context_windows(chunks, 20, 12), 20, 12)
 
@@ -284,11 +245,7 @@ def _corpus() -> dict[str, str]:
         "builtin/repeated.txt": "Same paragraph, again and again.\n\n" * 200,
         "builtin/blob.txt": "data: " + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 400 + "\n\nend\n",
     }
-    for path in sorted(SAMPLE_CORPUS.rglob("*")):
-        if path.is_file() and path.suffix.lower() in {".md", ".txt"}:
-            # Raw bytes: read_text() would translate "\r\n" and hide separator handling.
-            name = path.relative_to(SAMPLE_CORPUS).as_posix()
-            corpus[name] = path.read_bytes().decode("utf-8", errors="replace")
+    corpus.update(sample_documents({".md", ".txt"}))
     return corpus
 
 

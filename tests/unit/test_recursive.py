@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pickle
-from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +11,16 @@ from hypothesis import strategies as st
 from transforms.chunking import Span, available, make_chunker
 from transforms.chunking.recursive import DEFAULT_SEPARATORS, RecursiveChunker, separators_for
 
-SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
+from .chunker_contract import (
+    assert_deterministic,
+    check_span_contract,
+    sample_documents,
+    texts,
+    within_chars,
+)
+
+# Every text file of the sample corpus (all but its PDFs).
+SAMPLE_TEXT_SUFFIXES = {".md", ".txt", ".py", ".go", ".rs", ".java", ".js", ".sh", ".sql", ".yaml"}
 
 
 # --- an oracle written independently of the implementation ---------------------------------
@@ -98,30 +105,7 @@ def reference_split(
 def check_invariants(
     text: str, spans: list[Span], chunk_size: int, chunk_overlap: int, separators: tuple[str, ...]
 ) -> None:
-    if not text.strip():
-        assert spans == []
-        return
-    assert spans
-
-    for span in spans:
-        assert isinstance(span, Span)
-        assert 0 <= span.start < span.end <= len(text)
-        chunk = text[span.start : span.end]
-        assert len(chunk) <= chunk_size, (span, len(chunk))
-        assert not chunk[0].isspace() and not chunk[-1].isspace(), (span, chunk)
-
-    for prev, cur in pairwise(spans):
-        # Strictly increasing starts and ends: document order, progress, no containment.
-        assert prev.start < cur.start and prev.end < cur.end, (prev, cur)
-        assert prev.end - cur.start <= chunk_overlap, (prev, cur)
-
-    # Every non-whitespace character is inside some span.
-    covered_to = 0
-    for span in spans:
-        assert text[covered_to : span.start].strip() == "", (covered_to, span)
-        covered_to = max(covered_to, span.end)
-    assert text[covered_to:].strip() == ""
-
+    check_span_contract(text, spans, within_chars(chunk_size), chunk_overlap)
     assert spans == reference_split(text, chunk_size, chunk_overlap, separators)
 
 
@@ -443,12 +427,7 @@ _FRAGMENTS = st.sampled_from(
         "\r\n", "\r\n\r\n", "\u00a0", "\u3000", "\u2028", "\x0c", "\x1c",
     ]
 )  # fmt: skip
-_MIXED = st.lists(st.one_of(_FRAGMENTS, st.text(min_size=1, max_size=6)), max_size=80).map("".join)
-TEXTS = st.one_of(
-    _MIXED,
-    st.tuples(_MIXED, st.integers(2, 6)).map(lambda t: t[0] * t[1]),  # repeated text
-    st.text(max_size=200),
-)
+TEXTS = texts(_FRAGMENTS)
 PARAMS = st.integers(1, 60).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1)))
 SEPARATORS = st.one_of(
     st.just(DEFAULT_SEPARATORS),
@@ -488,13 +467,10 @@ def test_matches_reference_and_invariants_hold(
     )
     spans = chunker.split(text)
     check_invariants(text, spans, chunk_size, chunk_overlap, separators)
-    # Deterministic: same instance, a fresh instance, and a pickled copy (as Beam ships it).
-    assert chunker.split(text) == spans
     fresh = RecursiveChunker(
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=list(separators)
     )
-    assert fresh.split(text) == spans
-    assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
+    assert_deterministic(chunker, fresh, text, spans)
 
 
 # --- a real-ish corpus ----------------------------------------------------------------------
@@ -528,12 +504,8 @@ def _builtin_corpus() -> dict[str, str]:
 
 def _corpus() -> dict[str, str]:
     corpus = _builtin_corpus()
-    for path in sorted(SAMPLE_CORPUS.rglob("*")):
-        # Code too: the language-aware separators are checked on real files.
-        if path.is_file() and path.suffix.lower() not in {".pdf"}:
-            # Raw bytes: read_text() would translate "\r\n".
-            name = path.relative_to(SAMPLE_CORPUS).as_posix()
-            corpus[name] = path.read_bytes().decode("utf-8", errors="replace")
+    # Code too: the language-aware separators are checked on real files.
+    corpus.update(sample_documents(SAMPLE_TEXT_SUFFIXES))
     return corpus
 
 

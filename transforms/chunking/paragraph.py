@@ -6,7 +6,14 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
-from transforms.chunking.base import CHARS_PER_TOKEN, Span, TokenCounter, chars4, register
+from transforms.chunking.base import (
+    CHARS_PER_TOKEN,
+    Span,
+    TokenCounter,
+    chars4,
+    register,
+    rstrip_end,
+)
 
 # A paragraph separator: a "\n" followed by at least one blank line (one holding only
 # whitespace other than "\n") ending in "\n", so "\n\n", "\r\n\r\n" and "\n  \n" all
@@ -165,7 +172,7 @@ class ParagraphChunker:
             return []
         max_chars = self.max_chars
         n = len(text)
-        last_end = _rstrip_end(text, first.start(), n)  # the last paragraph's end
+        last_end = rstrip_end(text, first.start(), n)  # the last paragraph's end
         spans: list[Span] = []
         start = end = -1  # the open chunk; -1 until the first unit arrives
         para = first.start()  # the next paragraph to add
@@ -182,7 +189,7 @@ class ParagraphChunker:
             else:
                 para_end, after = sep.start(), sep.end()
                 if text[para_end - 1].isspace():
-                    para_end = _rstrip_end(text, para, para_end)
+                    para_end = rstrip_end(text, para, para_end)
             units: Iterable[tuple[int, int]] = (
                 ((para, para_end),)
                 if para_end - para <= max_chars
@@ -234,10 +241,10 @@ def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
         return
     start = first.start()
     for sep in _SEPARATOR.finditer(text, start):
-        yield start, _rstrip_end(text, start, sep.start())
+        yield start, rstrip_end(text, start, sep.start())
         start = sep.end()
     if start < len(text):  # else the last separator swallowed trailing whitespace
-        yield start, _rstrip_end(text, start, len(text))
+        yield start, rstrip_end(text, start, len(text))
 
 
 def _last_break(text: str, lo: int, limit: int) -> tuple[int, int] | None:
@@ -257,28 +264,8 @@ def _last_break(text: str, lo: int, limit: int) -> tuple[int, int] | None:
     if found is None:
         return None
     newline = found.end() - 1  # in the last run with two "\n", the last "\n" but one
-    end = newline if not text[newline - 1].isspace() else _rstrip_end(text, lo, newline)
+    end = newline if not text[newline - 1].isspace() else rstrip_end(text, lo, newline)
     return end, found.start(1)
-
-
-def _rstrip_end(text: str, lo: int, hi: int) -> int:
-    """The end of [lo, hi) once trailing whitespace is dropped; text[lo] is not whitespace."""
-    # Trailing runs are usually empty or one "\r" or space: check those directly. If
-    # text[hi - 1] is whitespace then hi - 1 > lo, as text[lo] is not.
-    if not text[hi - 1].isspace():
-        return hi
-    if not text[hi - 2].isspace():
-        return hi - 1
-    # A longer run: doubling windows keep even a megabyte of spaces linear without copying
-    # the whole paragraph.
-    width = 16
-    while True:
-        window_start = max(lo, hi - width)
-        kept = len(text[window_start:hi].rstrip())
-        if kept or window_start == lo:
-            return window_start + kept
-        hi = window_start
-        width *= 2
 
 
 def _pieces(text: str, start: int, end: int, max_chars: int) -> Iterator[tuple[int, int]]:
@@ -297,7 +284,7 @@ def _pieces(text: str, start: int, end: int, max_chars: int) -> Iterator[tuple[i
             last_space = _LAST_SPACE.match(text, space.start(), limit + 1)
             assert last_space is not None  # it matches at least the space just found
             cut = last_space.end() - 1
-        yield start, _rstrip_end(text, start, cut)
+        yield start, rstrip_end(text, start, cut)
         after = _NONSPACE.search(text, cut, end)
         assert after is not None  # text[end - 1] is not whitespace and cut < end
         start = after.start()

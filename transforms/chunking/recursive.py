@@ -8,7 +8,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register
+from transforms.chunking.base import Span, TokenCounter, chars4, register, rstrip_end
 
 _NONSPACE = re.compile(r"\S")
 
@@ -128,7 +128,7 @@ class RecursiveChunker:
         if first is None:
             return []
         spans: list[Span] = []
-        self._split(text, first.start(), _rstrip_end(text, first.start(), len(text)), 0, spans)
+        self._split(text, first.start(), rstrip_end(text, first.start(), len(text)), 0, spans)
         return spans
 
     def _split(self, text: str, start: int, end: int, level: int, out: list[Span]) -> None:
@@ -190,7 +190,7 @@ class RecursiveChunker:
             raw = next_raw
             # Only a keep == 0 piece can end in whitespace (text[range_end - 1] is not).
             if text[piece_end - 1].isspace():
-                piece_end = _rstrip_end(text, piece_start, piece_end)
+                piece_end = rstrip_end(text, piece_start, piece_end)
 
             if piece_end - piece_start > chunk_size:
                 if start >= 0:
@@ -223,7 +223,7 @@ class RecursiveChunker:
         overlap = self.chunk_overlap
         while end - start > chunk_size:
             # Greedy: up to the last non-whitespace character within budget.
-            stop = _rstrip_end(text, start, start + chunk_size)
+            stop = rstrip_end(text, start, start + chunk_size)
             out.append(Span(start, stop))
             # The first character that did not fit; it lies at or after start + chunk_size.
             after = _NONSPACE.search(text, stop, end).start()  # type: ignore[union-attr]
@@ -238,26 +238,6 @@ def _cut_point(sep: str) -> tuple[int, int]:
     lead = len(sep) - len(sep.lstrip())
     cut = lead if 0 < lead < len(sep) else len(sep)
     return cut, len(sep[:cut].rstrip())
-
-
-def _rstrip_end(text: str, lo: int, hi: int) -> int:
-    """The end of [lo, hi) once trailing whitespace is dropped; text[lo] is not whitespace."""
-    # Trailing runs are usually empty or one or two characters: check those directly. If
-    # text[hi - 1] is whitespace then hi - 1 > lo, as text[lo] is not.
-    if not text[hi - 1].isspace():
-        return hi
-    if not text[hi - 2].isspace():
-        return hi - 1
-    # A longer run: doubling windows keep even a megabyte of spaces linear without copying
-    # the whole range.
-    width = 16
-    while True:
-        window_start = max(lo, hi - width)
-        kept = len(text[window_start:hi].rstrip())
-        if kept or window_start == lo:
-            return window_start + kept
-        hi = window_start
-        width *= 2
 
 
 # --- language-aware separators --------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register
+from transforms.chunking.base import Span, TokenCounter, chars4, register, rstrip_end
 
 _NONSPACE = re.compile(r"\S")
 _SPACE = re.compile(r"\s")
@@ -100,7 +100,7 @@ class SentenceChunker:
         if first is None:
             return []
         chunk_size = self.chunk_size
-        text_end = _rstrip_end(text, first.start(), len(text))
+        text_end = rstrip_end(text, first.start(), len(text))
         spans: list[Span] = []
         # The open chunk is [start, stop). Rather than visiting sentences one by one, each
         # round extends the chunk to the last sentence end within budget in one regex call,
@@ -149,7 +149,7 @@ class SentenceChunker:
             return limit
         last_space = _LAST_SPACE.match(text, space.start(), limit + 1)
         assert last_space is not None  # it matches at least the space just found
-        return _rstrip_end(text, start, last_space.end() - 1)
+        return rstrip_end(text, start, last_space.end() - 1)
 
     def _overlap_start(
         self, text: str, prev_start: int, prev_end: int, unit_start: int, unit_end: int
@@ -168,7 +168,7 @@ class SentenceChunker:
         # Every sentence start is a word start, so the first one in the window is either
         # word_start itself or found by searching from there. Whether word_start is one
         # depends on the character before its whitespace run, which may begin before low.
-        before = _rstrip_end(text, prev_start, word_start)
+        before = rstrip_end(text, prev_start, word_start)
         if text[before - 1] in _TERMINATORS:
             return word_start
         sentence = _SENTENCE_START.search(text, word_start, prev_end)
@@ -188,23 +188,3 @@ def _check_sizes(chunk_size: object, chunk_overlap: object) -> None:
         raise ValueError(f"chunk_overlap must be >= 0, got {chunk_overlap}")
     if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap ({chunk_overlap}) must be < chunk_size ({chunk_size})")
-
-
-def _rstrip_end(text: str, lo: int, hi: int) -> int:
-    """The end of [lo, hi) once trailing whitespace is dropped; text[lo] is not whitespace."""
-    # Trailing runs are usually empty or one or two characters: check those directly. If
-    # text[hi - 1] is whitespace then hi - 1 > lo, as text[lo] is not.
-    if not text[hi - 1].isspace():
-        return hi
-    if not text[hi - 2].isspace():
-        return hi - 1
-    # A longer run: doubling windows keep even a megabyte of spaces linear without copying
-    # the whole range.
-    width = 16
-    while True:
-        window_start = max(lo, hi - width)
-        kept = len(text[window_start:hi].rstrip())
-        if kept or window_start == lo:
-            return window_start + kept
-        hi = window_start
-        width *= 2
