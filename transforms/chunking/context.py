@@ -45,7 +45,7 @@ so no other trimming is needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 JOINER = "\n\n"
@@ -121,47 +121,41 @@ def _window(main: str, prev: str, next_: str) -> ContextWindow:
 
 def _prev_context(units: Iterable[str], budget: int) -> str:
     """The previous context from ``units``, nearest first."""
-    parts: list[str] = []  # nearest first; reversed at the end
-    room = budget
-    for unit in units:
-        if not unit:
-            continue
-        if parts:
-            room -= len(JOINER)
-        if room <= 0:  # checked before touching the unit: a spent budget reads no further
-            break
-        if len(unit) <= room:
-            parts.append(unit)
-            room -= len(unit)
-            continue
-        tail = _tail_from_word_start(unit, room)
-        if tail:
-            parts.append(ELLIPSIS + tail)
-        break
-    parts.reverse()
-    return JOINER.join(parts)
+    whole, cut = _context_parts(units, budget, _tail_from_word_start)
+    if cut:
+        whole.append(ELLIPSIS + cut)
+    whole.reverse()
+    return JOINER.join(whole)
 
 
 def _next_context(units: Iterable[str], budget: int) -> str:
     """The next context from ``units``, nearest first."""
-    parts: list[str] = []
+    whole, cut = _context_parts(units, budget, _head_to_word_end)
+    if cut:
+        whole.append(cut + ELLIPSIS)
+    return JOINER.join(whole)
+
+
+def _context_parts(
+    units: Iterable[str], budget: int, cut: Callable[[str, int], str]
+) -> tuple[list[str], str]:
+    """What a context takes of ``units`` (nearest first) within ``budget`` characters, a
+    joiner counted between two parts: the whole units that fit, nearest first, and then
+    ``cut(unit, room)`` of the first unit that does not (``""`` if none was cut)."""
+    whole: list[str] = []
     room = budget
     for unit in units:
         if not unit:
             continue
-        if parts:
+        if whole:
             room -= len(JOINER)
-        if room <= 0:
+        if room <= 0:  # checked before touching the unit: a spent budget reads no further
             break
-        if len(unit) <= room:
-            parts.append(unit)
-            room -= len(unit)
-            continue
-        head = _head_to_word_end(unit, room)
-        if head:
-            parts.append(head + ELLIPSIS)
-        break
-    return JOINER.join(parts)
+        if len(unit) > room:
+            return whole, cut(unit, room)
+        whole.append(unit)
+        room -= len(unit)
+    return whole, ""
 
 
 def _tail_from_word_start(unit: str, room: int) -> str:
