@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 
 from transforms.chunking import Span, make_chunker
 from transforms.chunking.base import CHARS_PER_TOKEN, chars4
-from transforms.chunking.section import SectionChunker, github_slug
+from transforms.chunking.section import (
+    _LAST_UNIT_END,
+    _UNIT_BREAK,
+    SectionChunker,
+    _first_unit_end,
+    _last_unit_end,
+    _unit_end,
+    github_slug,
+)
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
 
@@ -948,6 +956,34 @@ def test_invariants_hold_with_other_token_counters(
 def test_character_fast_path_matches_the_general_path(text: str, max_tokens: int) -> None:
     fast = SectionChunker(max_tokens=max_tokens).split(text)
     assert SectionChunker(max_tokens=max_tokens, token_counter=chars4_again).split(text) == fast
+
+
+# Sentence marks, closing characters and whitespace of every kind the regexes tell apart.
+_UNIT_TEXT = st.lists(
+    st.sampled_from(
+        [".", "?", "!", '"', ")", "\u201d", "a", "b c", " ", "\t", "\n", "\r", "\xa0", "\n\n",
+         " \n\t\n", "\r\n\r\n", "\n\r \n"]
+    ),
+    max_size=30,
+).map("".join)  # fmt: skip
+
+
+@SETTINGS
+@given(
+    before=_UNIT_TEXT, first=st.sampled_from(["a", ".", "?", ")"]), after=_UNIT_TEXT, data=st.data()
+)
+def test_unit_end_searches_match_their_regexes(
+    before: str, first: str, after: str, data: st.DataObject
+) -> None:
+    # The packer finds unit ends with these searches rather than the slow regexes that
+    # define them: they must agree for every unit start and end of range.
+    text = before + first + after
+    a = len(before)  # a unit starts at a non-whitespace character
+    end = data.draw(st.integers(a + 1, len(text)))
+    last = _LAST_UNIT_END.match(text, a, end)
+    assert _last_unit_end(text, a, end) == (-1 if last is None else last.end())
+    brk = _UNIT_BREAK.search(text, a, end)
+    assert _first_unit_end(text, a, end) == (end if brk is None else _unit_end(text, a, brk))
 
 
 def test_reference_parser_agrees_on_a_known_document() -> None:

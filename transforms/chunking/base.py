@@ -135,13 +135,14 @@ def rstrip_end(text: str, lo: int, hi: int) -> int:
     """The end of ``text[lo:hi]`` once trailing whitespace is dropped; ``text[lo]`` must not
     be whitespace. Every strategy trims its chunks with this, so a chunk never ends in
     whitespace, without copying the chunk to find out."""
-    # Trailing runs are usually empty or one or two characters ("\n", "\r\n", a space):
-    # check those directly. If text[hi - 1] is whitespace then hi - 1 > lo, as text[lo] is
-    # not, so text[hi - 2] exists.
+    # Trailing runs are usually "", "\n" or "\n\n" (before a blank line): check three
+    # characters one by one. As text[lo] is not whitespace, each one checked is at or after lo.
     if not text[hi - 1].isspace():
         return hi
     if not text[hi - 2].isspace():
         return hi - 1
+    if not text[hi - 3].isspace():
+        return hi - 2
     # A longer run: doubling windows keep even a megabyte of spaces linear without copying
     # the whole range.
     width = 16

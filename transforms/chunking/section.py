@@ -7,7 +7,21 @@ import unicodedata
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
-from transforms.chunking.base import CHARS_PER_TOKEN, Span, TokenCounter, chars4, register
+from transforms.chunking.base import (
+    CHARS_PER_TOKEN,
+    Span,
+    TokenCounter,
+    chars4,
+    register,
+    rstrip_end,
+)
+
+# Span(...) runs a Python-level __new__ that fills in the defaults; tuple.__new__ builds the
+# same named tuple in C at half the cost, once per chunk. It needs every field, in order:
+# these five, then two that are None.
+_new_span = tuple.__new__
+assert Span._fields[:5] == ("start", "end", "section_path", "section_anchor", "section_chunk_index")
+assert Span(0, 1) == (0, 1, None, None, None, None, None)
 
 # --- document structure: headings and code fences -------------------------------------------
 
@@ -46,6 +60,13 @@ def _closing_fence_end(text: str, pos: int, char: str, length: int) -> int:
         found = text.find(triple, pos)
         if found < 0:
             return -1
+        # Most fences close with a line of just the opening run: no regex needed.
+        if (
+            text[found - 1] == "\n"
+            and text.startswith(char * length, found)
+            and text.startswith("\n", found + length)
+        ):
+            return found + length
         run = closing_run.match(text, found)
         if run is None:
             pos = found + 3
@@ -67,9 +88,13 @@ def _closing_fence_end(text: str, pos: int, char: str, length: int) -> int:
 # _PROSE_CANDIDATE checks just the character after a line's indentation (a cheap pattern:
 # see _STRUCT_CANDIDATE), and _BLOCK_START then tells what the line starts.
 _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")
+_BLANK_RUN = re.compile(r"\n[ \t]*\r?\n\s*")  # also all whitespace after it
 _BLANK_REST = re.compile(r"[ \t]*\r?\n")
 _PROSE_CANDIDATE = re.compile(r"\n[ \t]*[-*+0-9$\\]")
-_ITEM_AT = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)", re.M)
+_LIST_OR_EQUATION_LEAD = "-*+0123456789$\\"  # the characters _PROSE_CANDIDATE looks for
+# A line that continues a list after a blank line: an item line, or a line indented by 2+
+# spaces or a tab.
+_LIST_GOES_ON = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)|  |\t", re.M)
 # How a block starts, matched at its line's start: group 1 is a list item's marker, else an
 # equation's opener ends the match.
 _BLOCK_START = re.compile(r" {0,3}([-*+]|\d{1,9}[.)])(?=[ \t]|\r?$)|[ \t]*(?:\$\$|\\\[)", re.M)
@@ -88,15 +113,31 @@ _ATTRIBUTE_LINE = re.compile(r"[ \t]*(?:@[A-Za-z_]|#\[)")
 # Prose units end at a sentence end (".", "?" or "!", then any closing quotes or brackets,
 # followed by whitespace) or a paragraph end (followed by a blank line). _UNIT_BREAK finds
 # them forwards: group 1 ends a sentence, else the match starts at the paragraph's newline;
-# m.end() is where the next unit starts. _LAST_UNIT_END finds the last one before endpos:
-# ".*" runs to endpos in C and backtracks to it, so the cost is the distance back to it. A
-# paragraph ends at its last non-whitespace character even when whitespace-only lines that
-# are not blank (a "\r" inside) come before the blank line, hence the "\s*?".
-_MARK = r"[.?!][\"')\]\u2019\u201d\u00bb]*"
+# m.end() is where the next unit starts. _LAST_UNIT_END defines the last one before endpos,
+# as its match's end. A paragraph ends at its last non-whitespace character even when
+# whitespace-only lines that are not blank (a "\r" inside) come before the blank line, hence
+# the "\s*?". Both try their branches at every character, which is slow: _first_unit_end and
+# _last_unit_end give the same results with the patterns after them.
+_CLOSERS = r"[\"')\]\u2019\u201d\u00bb]*"
+_MARK = rf"[.?!]{_CLOSERS}"
 _UNIT_BREAK = re.compile(rf"({_MARK})\s+|\n[ \t]*\r?\n\s*")
 _LAST_UNIT_END = re.compile(rf".*(?:{_MARK}(?=\s)|\S(?=\s*?\n[ \t]*\r?\n))", re.DOTALL)
-# The last paragraph break of a prose run (group 1 is its first newline), and the first.
-_LAST_PARAGRAPH_BREAK = re.compile(r".*(\n)[ \t]*\r?\n", re.DOTALL)
+# _LAST_UNIT_END's branches apart, the first once per mark character: the tail after ".*"
+# starts with a literal in each, so sre backtracks from one occurrence of it to the next in C.
+# _LAST_BLANK_LINE also finds the last blank line of a range.
+_LAST_PERIOD_END = re.compile(rf".*\.{_CLOSERS}(?=\s)", re.DOTALL)
+_LAST_RARE_MARK_END = (
+    ("?", re.compile(rf".*\?{_CLOSERS}(?=\s)", re.DOTALL)),
+    ("!", re.compile(rf".*!{_CLOSERS}(?=\s)", re.DOTALL)),
+)
+_LAST_BLANK_LINE = re.compile(r".*\n[ \t]*\r?\n", re.DOTALL)
+# _UNIT_BREAK's sentence ends apart, searched forwards: each starts with a literal that sre
+# finds in C. Its paragraph ends are _BLANK_LINE's matches.
+_PERIOD_END = re.compile(rf"\.{_CLOSERS}(?=\s)")
+_RARE_MARK_END = (
+    ("?", re.compile(rf"\?{_CLOSERS}(?=\s)")),
+    ("!", re.compile(rf"!{_CLOSERS}(?=\s)")),
+)
 
 _NONSPACE = re.compile(r"\S")
 _SPACE = re.compile(r"\s")
@@ -277,7 +318,9 @@ class SectionChunker:
             if m is not None:
                 hashes_start, hashes_end = m.span(1)
                 if hashes_start >= 0:
-                    title = _heading_title(text[hashes_end : m.end()])
+                    title = text[hashes_end : m.end()].strip()
+                    if title.endswith("#"):  # maybe a closing sequence
+                        title = _heading_title(title)
                     if title.isascii() and "[" not in title and "<" not in title:
                         slug = _ascii_slug(title)
                     else:
@@ -288,11 +331,20 @@ class SectionChunker:
                     level = hashes_end - hashes_start
                     if level <= 4:
                         if hash_pos >= 0 and char_mode:
-                            end = _rstrip_end(text, hash_pos, line_start)
+                            # rstrip_end(text, hash_pos, line_start) unrolled: the section
+                            # ends with the newline before this line, and mostly with "\n\n".
+                            end = line_start - 1
+                            if text[end - 1].isspace():
+                                if text[end - 2].isspace():
+                                    end = rstrip_end(text, hash_pos, end)
+                                else:
+                                    end -= 1
                             if end - hash_pos <= max_chars:
-                                spans.append(Span(hash_pos, end, path, anchor, 0))
+                                spans.append(
+                                    _new_span(Span, (hash_pos, end, path, anchor, 0, None, None))
+                                )
                             else:
-                                packer.section(hash_pos, line_end, line_start, path, anchor, spans)
+                                packer.section(hash_pos, line_end, end, path, anchor, spans)
                         else:
                             packer.section_or_preamble(
                                 section_start, hash_pos, line_end, line_start, path, anchor, spans
@@ -329,6 +381,7 @@ class SectionChunker:
 
 
 def _heading_title(raw: str) -> str:
+    """A heading's text from its line after the opening #s (see SectionChunker)."""
     title = raw.strip()
     if title.endswith("#"):
         closing = _CLOSING_HASHES.search(title)
@@ -344,8 +397,9 @@ _LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 # Lowercase ASCII: keep letters, digits, "_" and "-"; " " becomes "-"; drop the rest. As
 # bytes, because bytes.translate is a plain C loop, ten times faster than str.translate
-# with a dict, and this runs once per heading.
-_SPACE_TO_HYPHEN = bytes.maketrans(b" ", b"-")
+# with a dict, and this runs once per heading; the table lowercases too (str.lower of ASCII
+# only maps A-Z).
+_ASCII_SLUG_TABLE = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ ", b"abcdefghijklmnopqrstuvwxyz-")
 _ASCII_DROPPED = bytes(c for c in range(128) if not chr(c).isalnum() and chr(c) not in " -_")
 # github-slugger keeps letters, marks, Nd and Nl numbers, connector punctuation...
 _KEPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "Pc"})
@@ -368,7 +422,7 @@ def github_slug(title: str) -> str:
 
 def _ascii_slug(title: str) -> str:
     """github_slug of an ASCII title without links or HTML."""
-    return title.lower().encode().translate(_SPACE_TO_HYPHEN, _ASCII_DROPPED).decode()
+    return title.encode().translate(_ASCII_SLUG_TABLE, _ASCII_DROPPED).decode()
 
 
 def _slug_keeps(ch: str) -> bool:
@@ -427,45 +481,70 @@ class _Packer:
         ``hash_pos`` and ``line_end`` locate its heading line; -1 for the text before the
         first heading, which is dropped if whitespace-only."""
         if hash_pos >= 0:
-            end = _rstrip_end(self.text, hash_pos, section_end)
+            end = rstrip_end(self.text, hash_pos, section_end)
             if self.fits(hash_pos, end):
-                spans.append(Span(hash_pos, end, path, anchor, 0))
+                spans.append(_new_span(Span, (hash_pos, end, path, anchor, 0, None, None)))
             else:
-                self.section(hash_pos, line_end, section_end, path, anchor, spans)
+                self.section(hash_pos, line_end, end, path, anchor, spans)
             return
         first = _NONSPACE.search(self.text, section_start, section_end)
         if first is None:
             return
         start = first.start()
-        end = _rstrip_end(self.text, start, section_end)
+        end = rstrip_end(self.text, start, section_end)
         if self.fits(start, end):
-            spans.append(Span(start, end, path, anchor, 0))
+            spans.append(_new_span(Span, (start, end, path, anchor, 0, None, None)))
             return
         self.chunks = []
-        for block in self._blocks(section_start, end):
-            self.feed(*block)
-        self._close()
-        spans.extend(Span(s, e, path, anchor, index) for index, (s, e) in enumerate(self.chunks))
+        self._feed_blocks(self._blocks(section_start, end))
+        self._emit(path, anchor, spans)
 
     def section(
         self,
         hash_pos: int,
         line_end: int,
-        section_end: int,
+        end: int,
         path: tuple[str, ...],
         anchor: str | None,
         spans: list[Span],
     ) -> None:
-        """Append the chunks of the section whose heading's ``#`` is at ``hash_pos`` and
-        whose heading line ends at ``line_end``; it does not fit in one chunk."""
+        """Append the chunks of the section whose heading's ``#`` is at ``hash_pos``, whose
+        heading line ends at ``line_end`` and whose last non-whitespace character is at
+        ``end - 1``; it does not fit in one chunk."""
         text = self.text
-        end = _rstrip_end(text, hash_pos, section_end)
         self.chunks = []
-        self.feed(hash_pos, _rstrip_end(text, hash_pos, min(line_end, end)), _HEADING)
-        for block in self._blocks(line_end, end):
-            self.feed(*block)
+        self.feed(hash_pos, rstrip_end(text, hash_pos, min(line_end, end)), _HEADING)
+        self._feed_blocks(self._blocks(line_end, end))
+        self._emit(path, anchor, spans)
+
+    def _feed_blocks(self, blocks: list[_Block]) -> None:
+        """``feed`` each block in turn."""
+        if not self.char_mode:
+            for block in blocks:
+                self.feed(*block)
+            return
+        # Most blocks just extend the open chunk, and most others are prose: feed's first
+        # two cases, without the call.
+        max_chars = self.max_chars
+        for block in blocks:
+            start = self.start
+            if start >= 0 and block[1] - start <= max_chars:
+                self.end = block[1]
+                self.heading_only = False
+            elif block[2] == _PROSE:
+                self._pack_units(block[0], block[1], lines=False)
+            else:
+                self.feed(*block)
+
+    def _emit(self, path: tuple[str, ...], anchor: str | None, spans: list[Span]) -> None:
+        """Close the open chunk and append the section's chunks to ``spans``."""
         self._close()
-        spans.extend(Span(s, e, path, anchor, index) for index, (s, e) in enumerate(self.chunks))
+        spans.extend(
+            [
+                _new_span(Span, (s, e, path, anchor, index, None, None))
+                for index, (s, e) in enumerate(self.chunks)
+            ]
+        )
 
     # -- packing --
 
@@ -481,7 +560,7 @@ class _Packer:
             else:
                 for a, b in _prose_units(self.text, s, e):
                     self.feed(a, b, _SENTENCE)
-        elif self.fits(s, e):
+        elif e - s <= self.max_chars if self.char_mode else self.fits(s, e):
             self._close()
             self.start, self.end, self.heading_only = s, e, kind == _HEADING
         elif kind in (_HEADING, _SENTENCE, _LINE):
@@ -530,24 +609,25 @@ class _Packer:
             # The first non-whitespace character at or after the limit bounds the search:
             # a unit end found before it is within the limit, and so is all that follows it
             # up to the bound, such as the lookahead of _LAST_UNIT_END.
-            bound = _NONSPACE.search(text, origin + max_chars, e)
-            assert bound is not None  # text[e - 1] is not whitespace
+            bound = origin + max_chars  # < e
+            if text[bound].isspace():
+                found = _NONSPACE.search(text, bound, e)
+                assert found is not None  # text[e - 1] is not whitespace
+                bound = found.start()
             if lines:
-                newline = text.rfind("\n", a, bound.start())
-                last = -1 if newline < 0 else _rstrip_end(text, a, newline)
+                newline = text.rfind("\n", a, bound)
+                last = -1 if newline < 0 else rstrip_end(text, a, newline)
             else:
-                found = _LAST_UNIT_END.match(text, a, bound.start())
-                last = -1 if found is None else found.end()
+                last = _last_unit_end(text, a, bound)
             if last >= 0:  # the units up to ``last`` fit: the chunk ends there
                 self.start, self.end, self.heading_only = origin, last, False
                 self._close()
             else:  # the first unit does not fit in the open chunk
                 if lines:
                     newline = text.find("\n", a, e)
-                    last = e if newline < 0 else _rstrip_end(text, a, newline)
+                    last = e if newline < 0 else rstrip_end(text, a, newline)
                 else:
-                    unit = _UNIT_BREAK.search(text, a, e)
-                    last = e if unit is None else _unit_end(text, a, unit)
+                    last = _first_unit_end(text, a, e)
                 if start >= 0 and last - a <= max_chars:
                     self._close()  # it fits alone: it starts the next chunk
                     continue
@@ -628,7 +708,7 @@ class _Packer:
                 assert last is not None  # it matches at least the space just found
                 cut = last.end() - 1
         if cut > a:
-            end = _rstrip_end(text, a, cut)
+            end = rstrip_end(text, a, cut)
             if self.char_mode or self.fits(origin, end):
                 return end
         if origin != a:
@@ -637,7 +717,7 @@ class _Packer:
             return limit  # no whitespace in (a, limit]: text[limit - 1] is not whitespace
         # A counter that is not monotone may reject a shorter text; back off until one fits.
         for hard in range(limit, a, -1):
-            end = _rstrip_end(text, a, hard)
+            end = rstrip_end(text, a, hard)
             if self.fits(a, end):
                 return end
         return -1
@@ -654,11 +734,10 @@ class _Packer:
         while index < len(self.fences) and self.fences[index][0] < hi:
             fence_start, fence_end = self.fences[index]
             equations |= _region_blocks(text, pos, fence_start, blocks)
-            first = _NONSPACE.search(text, fence_start, hi)
-            assert first is not None  # the fence line holds its backticks or tildes
-            blocks.append(
-                (first.start(), _rstrip_end(text, first.start(), min(fence_end, hi)), _CODE, ())
-            )
+            first = fence_start  # the fence's first character, after up to 3 spaces
+            while text[first] == " ":
+                first += 1
+            blocks.append((first, rstrip_end(text, first, min(fence_end, hi)), _CODE, ()))
             pos = fence_end
             index += 1
         equations |= _region_blocks(text, pos, hi, blocks)
@@ -673,7 +752,7 @@ def _region_blocks(text: str, lo: int, hi: int, out: list[_Block]) -> bool:
     if first is None:
         return False
     start = first.start()  # the first non-whitespace character of its line
-    kind = _block_kind(text, start, hi)
+    kind = _PROSE if text[start] not in _LIST_OR_EQUATION_LEAD else _block_kind(text, start, hi)
     equations = False
     missing: dict[str, int] = {}  # equation closers known to be absent from here to hi
     while True:
@@ -685,34 +764,39 @@ def _region_blocks(text: str, lo: int, hi: int, out: list[_Block]) -> bool:
             if after is None:
                 return True
             start = after.start()
-            kind = _block_kind(text, start, hi)
+            kind = (
+                _PROSE
+                if text[start] not in _LIST_OR_EQUATION_LEAD
+                else _block_kind(text, start, hi)
+            )
         elif kind == _LIST:
             pos = start
             while True:  # to the blank line that ends the list
-                blank = _BLANK_LINE.search(text, pos, hi)
+                blank = _BLANK_RUN.search(text, pos, hi)
                 if blank is None:
-                    out.append((start, _rstrip_end(text, start, hi), _LIST, ()))
+                    out.append((start, rstrip_end(text, start, hi), _LIST, ()))
                     return equations
-                after = _NONSPACE.search(text, blank.start(), hi)
-                if after is None:
-                    out.append((start, _rstrip_end(text, start, blank.start()), _LIST, ()))
+                next_start = blank.end()  # the next non-whitespace character, if before hi
+                if next_start == hi:
+                    out.append((start, rstrip_end(text, start, blank.start()), _LIST, ()))
                     return equations
-                line_start = text.rfind("\n", 0, after.start()) + 1
-                if not (
-                    _ITEM_AT.match(text, line_start, hi)
-                    or text.startswith(("  ", "\t"), line_start)
-                ):
+                line_start = text.rfind("\n", 0, next_start) + 1
+                if not _LIST_GOES_ON.match(text, line_start, hi):
                     break
                 pos = line_start - 1  # an item or an indented line: the list goes on
-            out.append((start, _rstrip_end(text, start, blank.start()), _LIST, ()))
-            start = after.start()
-            kind = _block_kind(text, start, hi)
+            out.append((start, rstrip_end(text, start, blank.start()), _LIST, ()))
+            start = next_start
+            kind = (
+                _PROSE
+                if text[start] not in _LIST_OR_EQUATION_LEAD
+                else _block_kind(text, start, hi)
+            )
         else:
             pos = start
             while True:  # to the list or equation that ends the prose
                 candidate = _PROSE_CANDIDATE.search(text, pos, hi)
                 if candidate is None:
-                    out.append((start, _rstrip_end(text, start, hi), _PROSE, ()))
+                    out.append((start, rstrip_end(text, start, hi), _PROSE, ()))
                     return equations
                 newline, pos = candidate.start(), candidate.end()
                 line = _BLOCK_START.match(text, newline + 1, hi)
@@ -727,15 +811,13 @@ def _region_blocks(text: str, lo: int, hi: int, out: list[_Block]) -> bool:
                 if marker[0] in "-*+" or marker[:-1] == "1" or _blank_before(text, newline):
                     next_start, next_kind = line.start(1), _LIST
                     break
-            out.append((start, _rstrip_end(text, start, newline), _PROSE, ()))
+            out.append((start, rstrip_end(text, start, newline), _PROSE, ()))
             start, kind = next_start, next_kind
 
 
 def _block_kind(text: str, start: int, hi: int) -> int:
     """The kind of the block that starts at ``start``, the first non-whitespace character of
-    its line."""
-    if text[start] not in "-*+0123456789$\\":  # most blocks: no list or equation can start
-        return _PROSE
+    its line. The callers check _LIST_OR_EQUATION_LEAD first: most blocks are prose."""
     line = _BLOCK_START.match(text, text.rfind("\n", 0, start) + 1, hi)
     if line is None:
         return _PROSE
@@ -758,7 +840,7 @@ def _equation_end(text: str, opener: int, hi: int, missing: dict[str, int]) -> i
         if closer < 0:
             missing[delimiter] = opener + 2
     line_end = text.find("\n", opener if closer < 0 else closer + 2, hi)
-    return _rstrip_end(text, opener, hi if line_end < 0 else line_end)
+    return rstrip_end(text, opener, hi if line_end < 0 else line_end)
 
 
 def _glue_equations(blocks: list[_Block], text: str) -> list[_Block]:
@@ -775,14 +857,15 @@ def _glue_equations(blocks: list[_Block], text: str) -> list[_Block]:
         if i > 0 and blocks[i - 1][2] == _EQUATION:
             first = _BLANK_LINE.search(text, start, end)
             if first is not None:
-                split.append((start, _rstrip_end(text, start, first.start()), _PROSE, ()))
+                split.append((start, rstrip_end(text, start, first.start()), _PROSE, ()))
                 after = _NONSPACE.search(text, first.end(), end)
                 assert after is not None  # text[end - 1] is not whitespace
                 start = after.start()
         if i + 1 < n and blocks[i + 1][2] == _EQUATION:
-            last = _LAST_PARAGRAPH_BREAK.match(text, start, end)
+            last = _LAST_BLANK_LINE.match(text, start, end)
             if last is not None:
-                split.append((start, _rstrip_end(text, start, last.start(1)), _PROSE, ()))
+                newline = text.rfind("\n", start, last.end() - 1)  # the blank line's first
+                split.append((start, rstrip_end(text, start, newline), _PROSE, ()))
                 after = _NONSPACE.search(text, last.end(), end)
                 assert after is not None  # text[end - 1] is not whitespace
                 start = after.start()
@@ -823,13 +906,59 @@ def _prose_units(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
 
 def _unit_end(text: str, a: int, m: re.Match[str]) -> int:
     """The end of the unit that starts at ``a`` and that the _UNIT_BREAK match ``m`` ends."""
-    return m.end(1) if m.start(1) >= 0 else _rstrip_end(text, a, m.start())
+    return m.end(1) if m.start(1) >= 0 else rstrip_end(text, a, m.start())
+
+
+def _last_unit_end(text: str, a: int, bound: int) -> int:
+    """The end of _LAST_UNIT_END.match(text, a, bound), or -1 if it does not match; text[a]
+    is not whitespace.
+
+    That regex backtracks from ``bound`` trying both of its branches at every character,
+    about an eighth of split's time on the benchmark corpus. Its branches apart, each with
+    a tail that starts with a literal, backtrack in C from one occurrence of that literal
+    to the next. A match at q depends only on q and ``bound``, so each search starts at the
+    latest end found so far: a later end needs a later mark or blank line (closing
+    characters are no marks, and a paragraph ends before its blank line)."""
+    found = _LAST_PERIOD_END.match(text, a, bound)
+    last = a if found is None else found.end()  # every unit end is after a
+    for mark, pattern in _LAST_RARE_MARK_END:
+        # Most ranges hold no "?" or "!" after the last ".": a C scan for one is cheaper
+        # than the backtracking.
+        if text.rfind(mark, last, bound) >= 0:
+            found = pattern.match(text, last, bound)
+            if found is not None:
+                last = found.end()
+    blank = _LAST_BLANK_LINE.match(text, last, bound)
+    if blank is not None:  # the paragraph ends at the last non-whitespace before it
+        last = max(last, rstrip_end(text, a, text.rfind("\n", last, blank.end() - 1)))
+    return last if last > a else -1
+
+
+def _first_unit_end(text: str, a: int, e: int) -> int:
+    """The end of the unit that starts at ``a`` (not whitespace), as _unit_end gives it for
+    _UNIT_BREAK.search(text, a, e), or ``e`` if there is no break.
+
+    _UNIT_BREAK has no literal to search for, so sre tries its branches at every character.
+    Apart, each branch starts with a literal that sre skips to in C. The first break gives
+    the first end, and one that starts before a sentence end ends before it too (a mark and
+    its closing characters hold no whitespace), so later searches stop at the end so far."""
+    found = _PERIOD_END.search(text, a, e)
+    first = e if found is None else found.end()
+    for mark, pattern in _RARE_MARK_END:
+        if text.find(mark, a, first) >= 0:
+            found = pattern.search(text, a, e)
+            if found is not None:
+                first = min(first, found.end())
+    blank = _BLANK_LINE.search(text, a, first)
+    if blank is not None:
+        return rstrip_end(text, a, blank.start())
+    return first
 
 
 def _items(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
     a = s
     for m in _ITEM_START.finditer(text, s, e):
-        yield a, _rstrip_end(text, a, m.start())
+        yield a, rstrip_end(text, a, m.start())
         marker = _NONSPACE.search(text, m.start(), e)
         assert marker is not None  # the item marker
         a = marker.start()
@@ -842,7 +971,7 @@ def _code_parts(text: str, s: int, e: int, boundary: re.Pattern[str]) -> Iterato
         previous_line = max(a, text.rfind("\n", 0, m.start()) + 1)
         if _ATTRIBUTE_LINE.match(text, previous_line, m.start()):
             continue  # a decorator or annotation stays with its definition
-        yield a, _rstrip_end(text, a, m.start())
+        yield a, rstrip_end(text, a, m.start())
         first = _NONSPACE.search(text, m.start(), e)
         assert first is not None  # the keyword
         a = first.start()
@@ -856,26 +985,7 @@ def _lines(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
         if newline < 0:
             yield a, e
             return
-        yield a, _rstrip_end(text, a, newline)
+        yield a, rstrip_end(text, a, newline)
         after = _NONSPACE.search(text, newline, e)
         assert after is not None  # text[e - 1] is not whitespace
         a = after.start()
-
-
-def _rstrip_end(text: str, lo: int, hi: int) -> int:
-    """The end of [lo, hi) once trailing whitespace is dropped; text[lo] is not whitespace."""
-    # Usually the run is "", "\n" or "\n\n": check two characters one by one. As text[lo] is
-    # not whitespace, text[hi - 2] exists whenever text[hi - 1] is whitespace.
-    if not text[hi - 1].isspace():
-        return hi
-    if not text[hi - 2].isspace():
-        return hi - 1
-    # Doubling windows keep even a megabyte of trailing spaces linear without copying it all.
-    width = 16
-    while True:
-        window_start = max(lo, hi - width)
-        kept = len(text[window_start:hi].rstrip())
-        if kept or window_start == lo:
-            return window_start + kept
-        hi = window_start
-        width *= 2
