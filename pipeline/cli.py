@@ -1,4 +1,5 @@
-"""``chunkmill`` (and ``python -m pipeline``): parse, validate, build, run, summarise."""
+"""``chunkmill`` (and ``python -m pipeline``): ``run`` parses, validates, builds, runs and
+summarises; ``report`` summarises a finished run as an HTML page."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, report
-from pipeline.options import UsageError, build_parser, parse_run
+from pipeline import graph, report, run_report
+from pipeline.options import UsageError, build_parser, parse_report, parse_run
 from transforms import io as tio
 
 
@@ -38,15 +39,35 @@ def run(argv: Sequence[str]) -> int:
     return 0
 
 
+def report_run(argv: Sequence[str]) -> int:
+    settings = parse_report(argv)
+    try:
+        stats, page = run_report.write_report(settings.output, settings.run_id)
+    except Exception:
+        # The run published _SUCCESS, so its tables should read; if they do not, say which run.
+        logging.exception("report failed")
+        print(
+            f"chunkmill: cannot report run {settings.run_id} in {settings.output}",
+            file=sys.stderr,
+        )
+        return 1
+    print(run_report.terminal_summary(stats, page))
+    return 0
+
+
+COMMANDS = {"run": run, "report": report_run}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if not argv or argv[0] in ("-h", "--help"):
             build_parser().parse_args(argv or ["--help"])
-        if argv[0] != "run":
-            raise UsageError(f"unknown command {argv[0]!r} (commands: run)")
-        return run(argv[1:])
+        command = COMMANDS.get(argv[0])
+        if command is None:
+            raise UsageError(f"unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)})")
+        return command(argv[1:])
     except UsageError as e:
         print(f"chunkmill: error: {e}", file=sys.stderr)
         return 2

@@ -136,6 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
+    report = sub.add_parser(
+        "report",
+        help="summarise a finished run as an HTML page beside it (OUTPUT/runs/RUN/report.html)",
+        description="Writes OUTPUT/runs/RUN/report.html, a self-contained page (no network "
+        "needed to view it), and prints the same summary.",
+        allow_abbrev=False,
+    )
+    report.add_argument(
+        "run", nargs="?", metavar="RUN", help="run id (default: the run named in OUTPUT/LATEST)"
+    )
+    report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
     return parser
 
 
@@ -216,6 +227,41 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]
         if _has_match(glob):
             return "path", glob, None
     raise UsageError(f"--prior-manifest {mode!r}: no manifest Parquet file found there")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    output: str
+    run_id: str
+
+
+def parse_report(argv: Sequence[str]) -> ReportSettings:
+    """Parse ``chunkmill report`` arguments (without the ``report`` word) and find the run: the
+    one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
+    be reported."""
+    args = build_parser().parse_args(["report", *argv])
+    output = _absolute(args.output).rstrip("/") or "/"
+    latest = FileSystems.join(output, tio.LATEST)
+    run_id = args.run
+    if run_id is None:
+        if not FileSystems.exists(latest):
+            raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
+        run_id = tio.read_text(latest).strip()
+        if not _RUN_ID.match(run_id):
+            raise UsageError(f"{latest} names no valid run ({run_id!r}); pass a run id as RUN")
+    elif not _RUN_ID.match(run_id):
+        raise UsageError(f"argument RUN: {run_id!r} is not a run id")
+    if FileSystems.exists(FileSystems.join(tio.run_dir(output, run_id), tio.SUCCESS)):
+        return ReportSettings(output=output, run_id=run_id)
+    if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
+        raise UsageError(
+            f"run {run_id!r} in {output} did not finish (it has no {tio.SUCCESS}); "
+            "there is nothing to report"
+        )
+    hint = (
+        f" (LATEST names {tio.read_text(latest).strip()!r})" if FileSystems.exists(latest) else ""
+    )
+    raise UsageError(f"no run {run_id!r} in {output}{hint}")
 
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:

@@ -1,11 +1,13 @@
-"""The summary printed at the end of a run, from the run report in ``_SUCCESS``."""
+"""The summary printed at the end of a run (and by ``chunkmill report``), from the run report
+in ``_SUCCESS``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def summary(report: dict[str, Any], seconds: float) -> str:
+def summary(report: dict[str, Any], seconds: float | None) -> str:
+    """The run's counts in a few lines; ``seconds`` is the run's duration, if known."""
     c = report["counts"]
     failed = ", ".join(f"{k} {v}" for k, v in sorted(c["failed_by_reason"].items()))
     prior = report["prior"]["run_id"] or report["prior"]["manifest"] or "none"
@@ -18,7 +20,7 @@ def summary(report: dict[str, Any], seconds: float) -> str:
         f"chunks     total {c['chunks_total']}  new to embed {c['chunks_to_embed']}  "
         f"removed {c['chunks_removed']}",
         f"tokens to embed {c['tokens_to_embed']}",
-        f"time {seconds:.1f} s",
+        *([f"time {seconds:.1f} s"] if seconds is not None else []),
         f"output {report['output']}/runs/{report['run_id']}",
     ]
     return "\n".join(lines)

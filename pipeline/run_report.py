@@ -1,0 +1,595 @@
+"""``chunkmill report``: one finished run as a self-contained HTML page beside it
+(``OUTPUT/runs/RUN_ID/report.html``) and as a few lines in the terminal.
+
+The page needs nothing but a browser: inline CSS, inline SVG charts, no script, no fonts or
+images, no ``http(s)://`` reference. Every value that comes from data (source URIs, error
+messages, strategy and format names) is HTML-escaped, since a file name can be ``<script>``.
+
+Everything is read through Beam's FileSystems, so a ``gs://`` output works as for ``run``,
+and the tables are read one record batch at a time with only the columns needed: a manifest
+can hold hundreds of millions of rows. What is kept is small and bounded by the data's
+variety, not its size (token counts per strategy, rows per format, three examples per error
+reason), except the new-chunk count per document behind the top-10 list, which grows with
+the number of documents that got new chunks; it is kept as Arrow tables, re-aggregated as
+it grows, not as Python objects.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import report as run_summary
+from transforms import io as tio
+
+REPORT_FILE = "report.html"
+TOP_DOCUMENTS = 10
+ERROR_EXAMPLES = 3
+# A histogram wider than this is hard to read at the page's width; fewer bins hide the shape.
+MAX_BINS = 20
+# Rows per record batch read from a Parquet file: bounds memory whatever the file's size.
+_BATCH_ROWS = 64 * 1024
+# Partial per-document counts are re-aggregated once they hold this many rows, or twice the
+# rows of the last re-aggregation if more (so the work stays linear when there are millions
+# of documents): a document whose rows are spread over many batches then costs one row, not
+# one per batch.
+_COMPACT_ROWS = 1_000_000
+# An error message is one line for a person; a longer one is cut for the page.
+_MESSAGE_CHARS = 300
+
+
+@dataclass
+class FormatStats:
+    documents: int = 0  # manifest documents: rows with chunk_index 0, one per document
+    chunks: int = 0  # manifest rows (occurrences)
+    new_chunks: int = 0  # manifest rows with is_new
+
+
+@dataclass
+class ErrorStats:
+    documents: int = 0
+    # (source_uri, stage, message), the first ERROR_EXAMPLES by source_uri: deterministic
+    # whatever order the files were written in.
+    examples: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TopDocument:
+    source_uri: str
+    new_chunks: int
+    new_tokens: int
+
+
+@dataclass
+class RunStats:
+    """What the page and the terminal summary show, gathered from one run."""
+
+    report: dict[str, Any]  # the run report, as in _SUCCESS
+    # strategy -> token_count -> manifest rows with that count
+    tokens: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    # strategy -> [rows, tokens] in chunks/ (what the embedder gets)
+    to_embed: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    formats: dict[str, FormatStats] = field(default_factory=lambda: defaultdict(FormatStats))
+    errors: dict[str, ErrorStats] = field(default_factory=lambda: defaultdict(ErrorStats))
+    removed: Counter[str] = field(default_factory=Counter)  # removed_reason -> rows
+    top_new: list[TopDocument] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Bin:
+    start: int  # token counts in [start, end)
+    end: int
+    count: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers: quantiles and histogram bins over a {value: occurrences} mapping.
+
+
+def quantile(counts: Mapping[int, int], q: float) -> int:
+    """The nearest-rank ``q`` quantile (0 < q <= 1): the smallest value with at least
+    ``ceil(q * n)`` of the ``n`` occurrences at or below it. Raises ``ValueError`` if empty."""
+    n = sum(counts.values())
+    if n == 0:
+        raise ValueError("quantile of no values")
+    rank = max(1, math.ceil(q * n))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable")
+
+
+def _nice_width(raw: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= raw."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if step * m >= raw:
+                return step * m
+        step *= 10
+
+
+def histogram(counts: Mapping[int, int], max_bins: int = MAX_BINS) -> list[Bin]:
+    """Equal-width bins of round width (1, 2, 5 x 10^k) covering min..max, at most
+    ``max_bins`` of them, empty bins included; the bin counts sum to the occurrences."""
+    present = [v for v, n in counts.items() if n]
+    if not present:
+        return []
+    lo, hi = min(present), max(present)
+    width = _nice_width(math.ceil((hi - lo + 1) / max_bins))
+    start = (lo // width) * width
+    nbins = (hi - start) // width + 1
+    if nbins > max_bins:  # the rounded-down start can add one bin
+        width = _nice_width(width + 1)
+        start = (lo // width) * width
+        nbins = (hi - start) // width + 1
+    tally = [0] * nbins
+    for value in present:
+        tally[(value - start) // width] += counts[value]
+    return [Bin(start + i * width, start + (i + 1) * width, n) for i, n in enumerate(tally)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a run.
+
+
+# Per-document new chunks and tokens, the partials behind the top-documents list.
+_PER_DOC = pa.schema(
+    [("source_uri", pa.string()), ("new_chunks", pa.int64()), ("new_tokens", pa.int64())]
+)
+
+
+def _table_files(report: dict[str, Any], base: str, table: str) -> list[str]:
+    # _SUCCESS lists the files the run wrote; a glob would also pick up stray files.
+    listed = (report.get("tables") or {}).get(table)
+    if listed is not None:
+        return [FileSystems.join(base, name) for name in listed]
+    matches = FileSystems.match([FileSystems.join(base, table, "*.parquet")])[0].metadata_list
+    return sorted(m.path for m in matches)
+
+
+def _batches(paths: Sequence[str], columns: Sequence[str]) -> Iterator[pa.Table]:
+    for path in paths:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for batch in pq.ParquetFile(f).iter_batches(
+                batch_size=_BATCH_ROWS, columns=list(columns)
+            ):
+                yield pa.Table.from_batches([batch])
+
+
+def _per_doc(t: pa.Table, chunks: str, tokens: str) -> pa.Table:
+    # Selected by name: the column order of group_by's result differs between pyarrow versions.
+    return pa.table(
+        [t["source_uri"], pc.cast(t[chunks], pa.int64()), pc.cast(t[tokens], pa.int64())],
+        schema=_PER_DOC,
+    )
+
+
+def _compact(parts: list[pa.Table]) -> pa.Table:
+    """Per-document partials summed into one row per document."""
+    g = (
+        pa.concat_tables(parts)
+        .group_by("source_uri")
+        .aggregate([("new_chunks", "sum"), ("new_tokens", "sum")])
+    )
+    return _per_doc(g, "new_chunks_sum", "new_tokens_sum")
+
+
+def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
+    columns = ["source_uri", "chunk_index", "token_count", "strategy", "doc_format", "is_new"]
+    parts: list[pa.Table] = []
+    part_rows, compact_at = 0, _COMPACT_ROWS
+    for t in _batches(paths, columns):
+        by_size = t.group_by(["strategy", "token_count"]).aggregate([("token_count", "count")])
+        for row in by_size.to_pylist():
+            stats.tokens[row["strategy"]][row["token_count"]] += row["token_count_count"]
+
+        flags = pa.table(
+            {
+                "doc_format": t["doc_format"],
+                "first": pc.cast(pc.equal(t["chunk_index"], 0), pa.int64()),
+                "new": pc.cast(t["is_new"], pa.int64()),
+            }
+        )
+        by_format = flags.group_by("doc_format").aggregate(
+            [("first", "sum"), ("new", "sum"), ("first", "count")]
+        )
+        for row in by_format.to_pylist():
+            f = stats.formats[row["doc_format"]]
+            f.documents += row["first_sum"]
+            f.new_chunks += row["new_sum"]
+            f.chunks += row["first_count"]
+
+        new = t.filter(t["is_new"])
+        if new.num_rows:
+            g = new.group_by("source_uri").aggregate(
+                [("token_count", "count"), ("token_count", "sum")]
+            )
+            parts.append(_per_doc(g, "token_count_count", "token_count_sum"))
+            part_rows += g.num_rows
+            if part_rows > compact_at:
+                parts = [_compact(parts)]
+                part_rows = parts[0].num_rows
+                compact_at = max(_COMPACT_ROWS, 2 * part_rows)
+    if parts:
+        top = _compact(parts).sort_by([("new_chunks", "descending"), ("source_uri", "ascending")])
+        stats.top_new = [
+            TopDocument(r["source_uri"], r["new_chunks"], r["new_tokens"])
+            for r in top.slice(0, TOP_DOCUMENTS).to_pylist()
+        ]
+
+
+def _read_chunks(stats: RunStats, paths: Sequence[str]) -> None:
+    for t in _batches(paths, ["strategy", "token_count"]):
+        g = t.group_by("strategy").aggregate([("token_count", "count"), ("token_count", "sum")])
+        for row in g.to_pylist():
+            acc = stats.to_embed[row["strategy"]]
+            acc[0] += row["token_count_count"]
+            acc[1] += row["token_count_sum"]
+
+
+def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
+    for t in _batches(paths, ["source_uri", "stage", "reason", "message"]):
+        for row in t.to_pylist():
+            e = stats.errors[row["reason"]]
+            e.documents += 1
+            message = " ".join(row["message"].split())
+            if len(message) > _MESSAGE_CHARS:
+                message = message[: _MESSAGE_CHARS - 1] + "…"
+            e.examples.append((row["source_uri"], row["stage"], message))
+            e.examples = sorted(e.examples)[:ERROR_EXAMPLES]
+
+
+def _read_removed(stats: RunStats, paths: Sequence[str]) -> None:
+    for t in _batches(paths, ["removed_reason"]):
+        counts = pc.value_counts(t["removed_reason"])
+        for item in counts.to_pylist():
+            stats.removed[item["values"]] += item["counts"]
+
+
+def read_run(output: str, run_id: str) -> RunStats:
+    """Reads ``_SUCCESS`` and the four tables of a finished run."""
+    base = tio.run_dir(output, run_id)
+    report = json.loads(tio.read_text(FileSystems.join(base, tio.SUCCESS)))
+    stats = RunStats(report)
+    _read_manifest(stats, _table_files(report, base, "manifest"))
+    _read_chunks(stats, _table_files(report, base, "chunks"))
+    _read_errors(stats, _table_files(report, base, "errors"))
+    _read_removed(stats, _table_files(report, base, "removed"))
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# The page.
+
+# The counts of _SUCCESS in the order the page lists them, with their labels.
+COUNT_LABELS = {
+    "docs_listed": "documents listed",
+    "docs_processed": "documents processed (new or changed)",
+    "docs_carried_over": "documents carried over (unchanged)",
+    "docs_failed": "documents failed",
+    "docs_removed": "documents removed (gone from the listing)",
+    "chunks_total": "chunks in the manifest",
+    "chunks_new_occurrences": "chunk occurrences with a new hash",
+    "chunks_to_embed": "chunks to embed (distinct new hashes)",
+    "chunks_removed": "chunk occurrences removed",
+    "tokens_to_embed": "tokens to embed",
+}
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; color: #1d2125; margin: 2em auto;
+       max-width: 60em; padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0; }
+th, td { text-align: left; padding: .25em .8em .25em 0; border-bottom: 1px solid #e3e6e8;
+         vertical-align: top; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+code { font: 12px ui-monospace, monospace; overflow-wrap: anywhere; }
+.muted { color: #68737d; }
+figure { margin: .5em 0 1.5em; }
+figcaption { font-weight: 600; }
+svg.histogram rect.bar { fill: #4a79a8; }
+svg.histogram text { font: 10px system-ui, sans-serif; fill: #68737d; }
+svg.histogram line { stroke: #9aa5ad; }
+ul.examples { margin: 0; padding-left: 1.2em; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{_n(n)} {noun}{'' if n == 1 else 's'}"
+
+
+def _num_cell(value: int, *, id_: str | None = None) -> str:
+    ident = f' id="{_e(id_)}"' if id_ else ""
+    return f'<td class="n"{ident} data-value="{int(value)}">{_n(value)}</td>'
+
+
+def _svg_histogram(strategy: str, bins: list[Bin]) -> str:
+    width, height = 640, 170
+    left, right, top, bottom = 48, 8, 8, 34
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max(b.count for b in bins) or 1
+    bar_w = plot_w / len(bins)
+    parts = [
+        f'<svg class="histogram" data-strategy="{_e(strategy)}" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="chunk token counts, strategy {_e(strategy)}">',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/>',
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end">{_n(peak)}</text>',
+        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end">0</text>',
+    ]
+    label_every = max(1, math.ceil(len(bins) / 10))
+    for i, b in enumerate(bins):
+        h = plot_h * b.count / peak
+        x = left + i * bar_w
+        label = f"{b.start}" if b.end - b.start == 1 else f"{b.start}–{b.end - 1}"
+        parts.append(
+            f'<rect class="bar" x="{x + 1:.1f}" y="{top + plot_h - h:.1f}" '
+            f'width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}" data-bin-start="{b.start}" '
+            f'data-bin-end="{b.end}" data-count="{b.count}">'
+            f"<title>{label} tokens: {_plural(b.count, 'chunk')}</title></rect>"
+        )
+        if i % label_every == 0:
+            parts.append(
+                f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{b.start}</text>'
+            )
+    parts.append(
+        f'<text x="{left + plot_w:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
+        f"{bins[-1].end}</text>"
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">'
+        "tokens per chunk</text></svg>"
+    )
+    return "".join(parts)
+
+
+def _header(r: dict[str, Any]) -> str:
+    prior = r.get("prior") or {}
+    chunking = r.get("chunking") or {}
+    rows = [
+        ("run", f'<code id="run_id">{_e(r["run_id"])}</code>'),
+        ("started at", f'<span id="started_at">{_e(r.get("started_at", ""))}</span>'),
+        (
+            "chunkmill",
+            f'<span id="chunkmill_version">{_e(r.get("chunkmill_version", ""))}</span>'
+            f' <span class="muted">(schema {_e(r.get("schema_version", ""))})</span>',
+        ),
+        ("inputs", "<br>".join(f"<code>{_e(p)}</code>" for p in r.get("inputs", []))),
+        ("output", f"<code>{_e(r.get('output', ''))}</code>"),
+        (
+            "diffed against",
+            f'<code id="prior_run_id">{_e(prior.get("run_id") or "none")}</code>'
+            f' <span class="muted">(mode <span id="prior_mode">{_e(prior.get("mode"))}</span>;'
+            f' manifest <code id="prior_manifest">{_e(prior.get("manifest") or "none")}'
+            "</code>)</span>",
+        ),
+        (
+            "chunking",
+            f'strategy <code id="strategy">{_e(chunking.get("strategy", ""))}</code>, '
+            f"tokenizer <code>{_e(chunking.get('tokenizer', ''))}</code>, "
+            f"fingerprint <code>{_e(chunking.get('fingerprint', ''))}</code>",
+        ),
+    ]
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    config = json.dumps(chunking, indent=1, sort_keys=True)
+    return (
+        f'<table id="run">{body}</table>'
+        f"<details><summary>chunking config</summary><pre>{_e(config)}</pre></details>"
+    )
+
+
+def _counts(c: dict[str, Any]) -> str:
+    rows = [
+        f"<tr><th>{label}</th>{_num_cell(c[key], id_=key)}</tr>"
+        for key, label in COUNT_LABELS.items()
+        if key in c
+    ]
+    failed = c.get("failed_by_reason") or {}
+    if failed:
+        detail = ", ".join(f"{_e(k)} {_n(v)}" for k, v in sorted(failed.items()))
+        rows.insert(4, f'<tr><td class="muted">failed by reason</td><td>{detail}</td></tr>')
+    return f'<table id="counts">{"".join(rows)}</table>'
+
+
+def _sizes(stats: RunStats) -> str:
+    if not stats.tokens:
+        return '<p class="muted">The manifest is empty.</p>'
+    head = (
+        "<tr><th>strategy</th><th class=n>chunks</th><th class=n>min</th>"
+        "<th class=n>median</th><th class=n>p95</th><th class=n>max</th>"
+        "<th class=n>to embed</th><th class=n>tokens to embed</th></tr>"
+    )
+    rows, charts = [], []
+    for strategy in sorted(stats.tokens):
+        counts = stats.tokens[strategy]
+        total = sum(counts.values())
+        embed_rows, embed_tokens = stats.to_embed.get(strategy, [0, 0])
+        cells = [
+            (total, "chunks"),
+            (min(counts), "min"),
+            (quantile(counts, 0.5), "median"),
+            (quantile(counts, 0.95), "p95"),
+            (max(counts), "max"),
+            (embed_rows, "to-embed"),
+            (embed_tokens, "tokens-to-embed"),
+        ]
+        tds = "".join(
+            f'<td class="n" data-stat="{name}" data-value="{v}">{_n(v)}</td>' for v, name in cells
+        )
+        rows.append(f'<tr data-strategy="{_e(strategy)}"><td>{_e(strategy)}</td>{tds}</tr>')
+        charts.append(
+            f"<figure><figcaption>{_e(strategy)}</figcaption>"
+            f"{_svg_histogram(strategy, histogram(counts))}</figure>"
+        )
+    return (
+        f'<table id="sizes">{head}{"".join(rows)}</table>'
+        '<p class="muted">Over every chunk occurrence in the manifest; median and p95 by '
+        "nearest rank. To embed: rows of <code>chunks/</code>.</p>" + "".join(charts)
+    )
+
+
+def _formats(stats: RunStats) -> str:
+    if not stats.formats:
+        return '<p class="muted">No documents in the manifest.</p>'
+    head = (
+        "<tr><th>format</th><th class=n>documents</th><th class=n>chunks</th>"
+        "<th class=n>new chunks</th></tr>"
+    )
+    rows = [
+        f'<tr data-format="{_e(name)}"><td>{_e(name)}</td>'
+        f'<td class="n" data-stat="documents" data-value="{f.documents}">{_n(f.documents)}</td>'
+        f'<td class="n" data-stat="chunks" data-value="{f.chunks}">{_n(f.chunks)}</td>'
+        f'<td class="n" data-stat="new-chunks" data-value="{f.new_chunks}">{_n(f.new_chunks)}'
+        "</td></tr>"
+        for name, f in sorted(stats.formats.items(), key=lambda kv: (-kv[1].documents, kv[0]))
+    ]
+    return (
+        f'<table id="formats">{head}{"".join(rows)}</table>'
+        '<p class="muted">Documents in the manifest (processed, carried over, and failed ones '
+        "that keep their prior rows); failed documents without prior rows are under Errors.</p>"
+    )
+
+
+def _errors(stats: RunStats) -> str:
+    if not stats.errors:
+        return '<p id="no-errors" class="muted">No document failed.</p>'
+    head = "<tr><th>reason</th><th class=n>documents</th><th>examples</th></tr>"
+    rows = []
+    for reason, e in sorted(stats.errors.items(), key=lambda kv: (-kv[1].documents, kv[0])):
+        examples = "".join(
+            f'<li class="error-example" data-reason="{_e(reason)}"><code class="uri">{_e(uri)}'
+            f'</code> <span class="muted">{_e(stage)}:</span> '
+            f'<span class="message">{_e(message)}</span></li>'
+            for uri, stage, message in e.examples
+        )
+        rows.append(
+            f'<tr data-reason="{_e(reason)}"><td>{_e(reason)}</td>'
+            f'<td class="n" data-value="{e.documents}">{_n(e.documents)}</td>'
+            f'<td><ul class="examples">{examples}</ul></td></tr>'
+        )
+    return f'<table id="errors">{head}{"".join(rows)}</table>'
+
+
+def _removed(stats: RunStats) -> str:
+    if not stats.removed:
+        return '<p class="muted">Nothing was removed.</p>'
+    rows = "".join(
+        f'<tr data-reason="{_e(reason)}"><td>{_e(reason)}</td>'
+        f'<td class="n" data-value="{n}">{_n(n)}</td></tr>'
+        for reason, n in sorted(stats.removed.items())
+    )
+    return (
+        '<table id="removed"><tr><th>reason</th><th class=n>chunk occurrences</th></tr>'
+        f"{rows}</table>"
+    )
+
+
+def _top(stats: RunStats) -> str:
+    if not stats.top_new:
+        return '<p id="no-new" class="muted">No document has new chunks.</p>'
+    head = (
+        "<tr><th class=n>#</th><th>document</th><th class=n>new chunks</th>"
+        "<th class=n>tokens</th></tr>"
+    )
+    rows = "".join(
+        f'<tr class="top-doc" data-rank="{i}" data-new-chunks="{d.new_chunks}">'
+        f'<td class="n">{i}</td><td><code class="uri">{_e(d.source_uri)}</code></td>'
+        f'<td class="n">{_n(d.new_chunks)}</td><td class="n">{_n(d.new_tokens)}</td></tr>'
+        for i, d in enumerate(stats.top_new, 1)
+    )
+    return f'<table id="top-new">{head}{rows}</table>'
+
+
+def render_html(stats: RunStats) -> str:
+    """The page, as one string with everything inline."""
+    r = stats.report
+    sections = [
+        ("run-counts", "Counts", _counts(r["counts"])),
+        ("chunk-sizes", "Chunk sizes (tokens) by strategy", _sizes(stats)),
+        ("documents-by-format", "Documents by format", _formats(stats)),
+        ("errors-by-reason", "Errors by reason", _errors(stats)),
+        ("removed-by-reason", "Removed by reason", _removed(stats)),
+        ("most-new-chunks", f"Top {TOP_DOCUMENTS} documents by new chunks", _top(stats)),
+    ]
+    body = "".join(
+        f'<section id="{sid}"><h2>{title}</h2>{html_}</section>' for sid, title, html_ in sections
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>chunkmill run {_e(r['run_id'])}</title><style>{_CSS}</style></head><body>"
+        f"<h1>chunkmill run {_e(r['run_id'])}</h1>{_header(r)}{body}"
+        '<p class="muted">Written by <code>chunkmill report</code> from the run\'s '
+        "<code>_SUCCESS</code> and tables.</p></body></html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The terminal.
+
+
+def _printable(text: str) -> str:
+    # A file name can hold control characters; keep them from driving the terminal.
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def terminal_summary(stats: RunStats, page: str) -> str:
+    """The run's summary lines (as ``chunkmill run`` prints them), then formats, sizes,
+    errors, the documents with most new chunks and where the page is."""
+    lines = [run_summary.summary(stats.report, None)]
+    if stats.formats:
+        lines.append(
+            "formats    "
+            + "  ".join(
+                f"{_printable(name)} {f.documents}"
+                for name, f in sorted(
+                    stats.formats.items(), key=lambda kv: (-kv[1].documents, kv[0])
+                )
+            )
+        )
+    for strategy in sorted(stats.tokens):
+        counts = stats.tokens[strategy]
+        lines.append(
+            f"tokens     {_printable(strategy)}: {sum(counts.values())} chunks, median "
+            f"{quantile(counts, 0.5)}, p95 {quantile(counts, 0.95)}, max {max(counts)}"
+        )
+    for reason, e in sorted(stats.errors.items(), key=lambda kv: (-kv[1].documents, kv[0])):
+        uri, _, message = e.examples[0]
+        lines.append(
+            f"errors     {_printable(reason)} {e.documents}, e.g. {_printable(uri)}: "
+            + _printable(message)
+        )
+    if stats.top_new:
+        lines.append("most new chunks")
+        lines += [f"  {d.new_chunks:>6}  {_printable(d.source_uri)}" for d in stats.top_new[:5]]
+    lines.append(f"report     {page}")
+    return "\n".join(lines)
+
+
+def write_report(output: str, run_id: str) -> tuple[RunStats, str]:
+    """Reads the run and writes ``OUTPUT/runs/RUN_ID/report.html`` (replacing an earlier
+    one); returns the stats and the page's path."""
+    stats = read_run(output, run_id)
+    page = FileSystems.join(tio.run_dir(output, run_id), REPORT_FILE)
+    tio.write_text(page, render_html(stats))
+    return stats, page
