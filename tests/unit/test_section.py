@@ -8,7 +8,6 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,8 @@ from transforms.chunking.section import (
     _unit_end,
     github_slug,
 )
+
+from .chunker_contract import check_span_contract
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
 
@@ -164,23 +165,9 @@ def check_invariants(
     text: str, spans: list[Span], max_tokens: int, counter: Counter = chars4
 ) -> None:
     fits = fits_with(counter, max_tokens)
-    if not text.strip():
-        assert spans == []
+    check_span_contract(text, spans, fits, 0)  # document order, no overlap (ADR-002)
+    if not spans:
         return
-    assert spans
-    for span in spans:
-        assert isinstance(span, Span)
-        assert 0 <= span.start < span.end <= len(text)
-        chunk = text[span.start : span.end]
-        assert fits(chunk), (span, chunk)
-        assert not chunk[0].isspace() and not chunk[-1].isspace(), (span, chunk)
-    for prev, cur in pairwise(spans):
-        assert prev.end <= cur.start, (prev, cur)  # document order, no overlap (ADR-002)
-    covered_to = 0
-    for span in spans:
-        assert text[covered_to : span.start].strip() == "", (covered_to, span)
-        covered_to = span.end
-    assert text[covered_to:].strip() == ""
 
     # Metadata against the line-by-line oracle.
     doc = reference_parse(text)
