@@ -20,8 +20,14 @@ from transforms.chunking.base import (
 # same named tuple in C at half the cost, once per chunk. It needs every field, in order:
 # these five, then two that are None.
 _new_span = tuple.__new__
-assert Span._fields[:5] == ("start", "end", "section_path", "section_anchor", "section_chunk_index")
-assert Span(0, 1) == (0, 1, None, None, None, None, None)
+if Span._fields[:5] != (
+    "start",
+    "end",
+    "section_path",
+    "section_anchor",
+    "section_chunk_index",
+) or Span(0, 1) != (0, 1, None, None, None, None, None):  # not an assert: python -O drops those
+    raise ImportError("Span's fields changed: update the _new_span calls in section.py")
 
 # --- document structure: headings and code fences -------------------------------------------
 
