@@ -320,8 +320,11 @@ def _plural(n: int, noun: str) -> str:
     return f"{_n(n)} {noun}{'' if n == 1 else 's'}"
 
 
-def _num_cell(value: int, *, id_: str | None = None) -> str:
+def _num_cell(value: int, *, id_: str | None = None, stat: str | None = None) -> str:
+    """A number cell; tests read its value from ``data-value``, by ``id`` or ``data-stat``."""
     ident = f' id="{_e(id_)}"' if id_ else ""
+    if stat:
+        ident += f' data-stat="{_e(stat)}"'
     return f'<td class="n"{ident} data-value="{int(value)}">{_n(value)}</td>'
 
 
@@ -433,9 +436,7 @@ def _sizes(stats: RunStats) -> str:
             (embed_rows, "to-embed"),
             (embed_tokens, "tokens-to-embed"),
         ]
-        tds = "".join(
-            f'<td class="n" data-stat="{name}" data-value="{v}">{_n(v)}</td>' for v, name in cells
-        )
+        tds = "".join(_num_cell(v, stat=name) for v, name in cells)
         rows.append(f'<tr data-strategy="{_e(strategy)}"><td>{_e(strategy)}</td>{tds}</tr>')
         charts.append(
             f"<figure><figcaption>{_e(strategy)}</figcaption>"
@@ -457,10 +458,8 @@ def _formats(stats: RunStats) -> str:
     )
     rows = [
         f'<tr data-format="{_e(name)}"><td>{_e(name)}</td>'
-        f'<td class="n" data-stat="documents" data-value="{f.documents}">{_n(f.documents)}</td>'
-        f'<td class="n" data-stat="chunks" data-value="{f.chunks}">{_n(f.chunks)}</td>'
-        f'<td class="n" data-stat="new-chunks" data-value="{f.new_chunks}">{_n(f.new_chunks)}'
-        "</td></tr>"
+        f"{_num_cell(f.documents, stat='documents')}{_num_cell(f.chunks, stat='chunks')}"
+        f"{_num_cell(f.new_chunks, stat='new-chunks')}</tr>"
         for name, f in sorted(stats.formats.items(), key=lambda kv: (-kv[1].documents, kv[0]))
     ]
     return (
