@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -213,6 +215,7 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]
                 f"{latest} names run {prior_run!r} but {glob} matches no file; "
                 "pass --prior-manifest PATH or none"
             )
+        _check_manifest_version(glob)
         return "auto", glob, prior_run
     path = _absolute(mode)
     candidates = (
@@ -225,8 +228,31 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]
     )
     for glob in candidates:
         if _has_match(glob):
+            _check_manifest_version(glob)
             return "path", glob, None
     raise UsageError(f"--prior-manifest {mode!r}: no manifest Parquet file found there")
+
+
+def _check_manifest_version(glob: str) -> None:
+    """A prior manifest must have been written with this schema version: reading another
+    would fail on a worker, or worse, diff against columns that mean something else."""
+    path = FileSystems.match([glob], limits=[1])[0].metadata_list[0].path
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            meta = pq.read_schema(f).metadata or {}
+    except Exception as e:
+        raise UsageError(f"prior manifest {path} is not a readable Parquet file: {e}") from None
+    found = meta.get(b"chunkmill.schema_version", b"?").decode(errors="replace")
+    if found == tio.schema.SCHEMA_VERSION:
+        return
+    writer = meta.get(b"chunkmill.version", b"").decode(errors="replace")
+    raise UsageError(
+        f"prior manifest {path} has schema version {found}"
+        + (f" (written by chunkmill {writer})" if writer else "")
+        + f"; this chunkmill reads version {tio.schema.SCHEMA_VERSION}. Run once with "
+        "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
+        "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
+    )
 
 
 @dataclass(frozen=True)

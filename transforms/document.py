@@ -42,9 +42,17 @@ def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
-def carried_rows(prior: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Prior manifest rows as rows of this run's manifest (none of them is new)."""
-    return [{**occurrence_fields(r), "is_new": False} for r in prior]
+def carried_rows(
+    prior: Iterable[dict[str, Any]], *, version: str | None = None
+) -> list[dict[str, Any]]:
+    """Prior manifest rows as rows of this run's manifest (none of them is new); with
+    ``version``, their ``source_version`` becomes the listing's current one (same bytes under
+    new metadata, so the next run can skip reading them)."""
+    rows = [{**occurrence_fields(r), "is_new": False} for r in prior]
+    if version is not None:
+        for row in rows:
+            row["source_version"] = version
+    return rows
 
 
 def error_row(
@@ -75,12 +83,26 @@ def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) ->
     )
 
 
+def is_unchanged_by_listing(item: WorkItem, config: ChunkingConfig) -> bool:
+    """True when the listing's metadata says the prior rows were made from this very version
+    of the document with this config, so it need not even be read."""
+    return (
+        item.version is not None
+        and bool(item.prior)
+        and all(
+            r.get("source_version") == item.version
+            and r["config_fingerprint"] == config.fingerprint
+            for r in item.prior
+        )
+    )
+
+
 def process_document(item: WorkItem, data: bytes, chunking: Chunking) -> DocOutcome:
     """Decide the fate of one document; never raises for bad input."""
     config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
-        return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior))
+        return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior, version=item.version))
     try:
         doc = extract(item.uri, data)
     except ExtractionError as e:
@@ -133,6 +155,7 @@ def _chunk_rows(
         "has_prev_context": None,
         "has_next_context": None,
         "text_with_context": None,
+        "source_version": item.version,
     }
     seen: dict[str, int] = {}
     rows: list[dict[str, object]] = []

@@ -21,7 +21,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import schema
-from transforms.types import SourceFile
+from transforms.types import SourceFile, source_version
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -34,6 +34,11 @@ def run_dir(output: str, run_id: str) -> str:
 
 def table_dir(output: str, run_id: str, table: str) -> str:
     return FileSystems.join(run_dir(output, run_id), table)
+
+
+def _listed(m: Any) -> tuple[str, tuple[int, str]]:
+    size = int(m.size_in_bytes)
+    return m.path, (size, source_version(size, m.last_updated_in_seconds) or "")
 
 
 class ListFiles(beam.PTransform):
@@ -58,9 +63,12 @@ class ListFiles(beam.PTransform):
             | "Patterns" >> beam.Create(self._patterns)
             | "Match" >> fileio.MatchAll()
             | "Keep" >> beam.Filter(lambda m: not (exclude and m.path.startswith(exclude)))
-            | "KeyByUri" >> beam.Map(lambda m: (m.path, int(m.size_in_bytes)))
+            | "KeyByUri" >> beam.Map(_listed)
+            # Two patterns matching one object give the same metadata; max only makes the
+            # choice independent of order if a store answered differently.
             | "OncePerUri" >> beam.CombinePerKey(max)
-            | "ToSourceFile" >> beam.MapTuple(lambda uri, size: SourceFile(uri, size))
+            | "ToSourceFile"
+            >> beam.MapTuple(lambda uri, meta: SourceFile(uri, meta[0], meta[1] or None))
             | "Redistribute" >> beam.Reshuffle()
         )
 

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# Bumped on any incompatible change to a table; stored in every file's schema metadata so a
+from transforms.versions import chunkmill_version
+
+# Bumped on any incompatible change to a table (2: source_version added to every occurrence
+# table); stored in every file's schema metadata so a
 # later version can tell which version wrote a prior manifest.
-SCHEMA_VERSION = "1"
-_META = {b"chunkmill.schema_version": SCHEMA_VERSION.encode()}
+SCHEMA_VERSION = "2"
+_META = {
+    b"chunkmill.schema_version": SCHEMA_VERSION.encode(),
+    # Which release wrote a file, so a reader that cannot use it can say which one did.
+    b"chunkmill.version": chunkmill_version().encode(),
+}
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
@@ -45,6 +52,10 @@ _OCCURRENCE = [
     # Context window: null when none is configured.
     _f("has_prev_context", pa.bool_(), nullable=True),
     _f("has_next_context", pa.bool_(), nullable=True),
+    # The listing's view of the document version these rows were made from (size and
+    # modification time); a later listing that reports the same carries the document over
+    # unread. Null when the store reported nothing usable.
+    _f("source_version", pa.string(), nullable=True),
 ]
 
 CHUNKS = pa.schema(

@@ -185,3 +185,29 @@ def test_unreadable_document_is_a_read_failed_error():
             out["errors"] | beam.Map(lambda r: (r["source_uri"], r["stage"], r["reason"])),
             equal_to([("/c/x.md", "read", "read_failed")]),
         )
+
+
+class ReadNothing:
+    """A store that fails the test if anything is read from it."""
+
+    def __call__(self, uri: str) -> bytes:
+        raise AssertionError(f"{uri} was read")
+
+
+def test_documents_whose_listing_version_is_unchanged_are_not_read(prior):
+    uri = "/c/unchanged.md"
+    versioned = [{**r, "source_version": "v1"} for r in prior if r["source_uri"] == uri]
+    with TestPipeline(runner="FnApiRunner") as p:
+        files = p | "Files" >> beam.Create([SourceFile(uri, len(OLD[uri]), "v1")])
+        out = {"files": files, "prior": p | "Prior" >> beam.Create(versioned)} | ChunkCorpus(
+            config=SMALL, read_bytes=ReadNothing()
+        )
+        assert_that(
+            out["counts"] | beam.Map(lambda c: (c["docs_read"], c["docs_carried_over"])),
+            equal_to([(0, 1)]),
+        )
+        assert_that(
+            out["manifest"] | beam.Map(lambda r: (r["chunk_id"], r["is_new"])),
+            equal_to([(r["chunk_id"], False) for r in versioned]),
+            label="Manifest",
+        )

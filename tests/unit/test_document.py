@@ -118,3 +118,47 @@ def test_chunker_crash_is_an_error_row_not_an_exception():
     assert out.status == document.FAILED
     assert (out.error["stage"], out.error["reason"]) == ("chunk", "chunker_error")
     assert out.error["message"] == "RuntimeError: bad thing"
+
+
+V1, V2 = "size=10;mtime=1.5", "size=10;mtime=2.5"
+
+
+def _versioned(version, prior_version=V1, config=SMALL, n_mismatch=0):
+    data = paragraphs("alpha", "beta", "gamma")
+    prior = [{**r, "source_version": prior_version} for r in manifest_rows(URI, data, config)]
+    for r in prior[:n_mismatch]:
+        r["source_version"] = V2
+    return WorkItem(ids.doc_id(URI), URI, len(data), tuple(prior), version=version)
+
+
+@pytest.mark.parametrize(
+    ("it", "unchanged"),
+    [
+        (_versioned(V1), True),
+        (_versioned(V2), False),  # the listing reports another version
+        (_versioned(None), False),  # the store reported nothing usable: read and hash
+        (_versioned(V1, prior_version=None), False),  # rows from before versions were kept
+        (_versioned(V1, n_mismatch=1), False),  # every prior row must agree
+        (_versioned(V1, config=ChunkingConfig.create("sentence")), False),  # config changed
+        (WorkItem(ids.doc_id(URI), URI, 10, (), version=V1), False),  # new document
+    ],
+)
+def test_unchanged_by_listing_needs_same_version_and_config_on_every_prior_row(it, unchanged):
+    assert document.is_unchanged_by_listing(it, SMALL) is unchanged
+
+
+def test_same_bytes_under_new_listing_metadata_carry_over_with_the_new_version():
+    it = _versioned(V2)
+    data = paragraphs("alpha", "beta", "gamma")
+    out = document.process_document(it, data, Chunking(SMALL))
+    assert out.status == document.CARRIED_OVER
+    assert {r["source_version"] for r in out.carried} == {V2}
+    assert [r["chunk_id"] for r in out.carried] == [r["chunk_id"] for r in it.prior]
+
+
+def test_new_rows_record_the_listing_version():
+    data = paragraphs("fresh")
+    it = WorkItem(ids.doc_id(URI), URI, len(data), (), version=V1)
+    out = document.process_document(it, data, Chunking(SMALL))
+    assert out.status == document.PROCESSED
+    assert {o["source_version"] for o in out.occurrences} == {V1}

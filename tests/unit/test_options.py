@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
 from pipeline.options import SAMPLE_CORPUS, parse_run
+from transforms import schema
 
 
 @pytest.fixture
@@ -97,11 +99,42 @@ def test_relative_paths_become_absolute(docs, tmp_path, monkeypatch):
     assert s.inputs == (str(docs / "*"),) and s.output == str(tmp_path / "o")
 
 
+def _prior_run(out, metadata=None):
+    """An empty manifest file under OUTPUT/runs/r1, named by LATEST."""
+    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
+    table = schema.MANIFEST.empty_table()
+    if metadata is not None:
+        table = table.replace_schema_metadata(metadata)
+    pq.write_table(table, out / "runs" / "r1" / "manifest" / "part-0.parquet")
+    (out / "LATEST").write_text("r1\n")
+
+
 def test_prior_manifest_auto_follows_latest(docs, tmp_path):
     out = tmp_path / "out"
-    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
-    (out / "runs" / "r1" / "manifest" / "part-0.parquet").write_bytes(b"")
-    (out / "LATEST").write_text("r1\n")
+    _prior_run(out)
     s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     assert s.prior_run_id == "r1"
     assert s.prior_manifest == str(out / "runs" / "r1" / "manifest" / "*.parquet")
+
+
+def test_prior_manifest_of_another_schema_version_is_one_line_naming_the_writer(
+    docs, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    _prior_run(out, {b"chunkmill.schema_version": b"1", b"chunkmill.version": b"0.0.9"})
+    code = main(["run", "--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "schema version 1" in err and "chunkmill 0.0.9" in err
+    assert "--prior-manifest none" in err
+    assert not (out / "runs" / "r2").exists()
+
+
+def test_prior_manifest_that_is_not_parquet_is_one_line(docs, tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
+    (out / "runs" / "r1" / "manifest" / "part-0.parquet").write_bytes(b"not parquet")
+    (out / "LATEST").write_text("r1\n")
+    code = main(["run", "--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "part-0.parquet" in err, err
