@@ -278,6 +278,7 @@ def read_run(output: str, run_id: str) -> RunStats:
 # The counts of _SUCCESS in the order the page lists them, with their labels.
 COUNT_LABELS = {
     "docs_listed": "documents listed",
+    "docs_read": "documents read (the listing showed a change, or no prior rows)",
     "docs_processed": "documents processed (new or changed)",
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
@@ -402,15 +403,14 @@ def _header(r: dict[str, Any]) -> str:
 
 
 def _counts(c: dict[str, Any]) -> str:
-    rows = [
-        f"<tr><th>{label}</th>{_num_cell(c[key], id_=key)}</tr>"
-        for key, label in COUNT_LABELS.items()
-        if key in c
-    ]
+    rows = []
     failed = c.get("failed_by_reason") or {}
-    if failed:
-        detail = ", ".join(f"{_e(k)} {_n(v)}" for k, v in sorted(failed.items()))
-        rows.insert(4, f'<tr><td class="muted">failed by reason</td><td>{detail}</td></tr>')
+    for key, label in COUNT_LABELS.items():
+        if key in c:  # a run report of an older release may lack a count
+            rows.append(f"<tr><th>{label}</th>{_num_cell(c[key], id_=key)}</tr>")
+        if key == "docs_failed" and failed:
+            detail = ", ".join(f"{_e(k)} {_n(v)}" for k, v in sorted(failed.items()))
+            rows.append(f'<tr><td class="muted">failed by reason</td><td>{detail}</td></tr>')
     return f'<table id="counts">{"".join(rows)}</table>'
 
 
