@@ -138,6 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
+    plan = sub.add_parser(
+        "plan",
+        help="what `run` would do with the same flags: documents new, changed, unchanged and "
+        "removed, and the chunks and tokens to embed; reads no document, writes nothing",
+        description="Takes the flags of `run`.",
+        allow_abbrev=False,
+    )
+    # The same flags as `run` (so `run` can become `plan` on any command line), kept in step.
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            plan._add_action(action)
     report = sub.add_parser(
         "report",
         help="summarise a finished run as an HTML page beside it (OUTPUT/runs/RUN/report.html)",
@@ -149,7 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
         "run", nargs="?", metavar="RUN", help="run id (default: the run named in OUTPUT/LATEST)"
     )
     report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    for command in (run, plan, report):
+        _add_log_level(command)
     return parser
+
+
+# --log-level: chunkmill's own lines at INFO by default; pypdf, Beam and client libraries
+# only from WARNING unless `debug` (pipeline/logs.py).
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="info (default): chunkmill's progress and notes; debug: also every library's",
+    )
 
 
 def _positive_int(value: str) -> int:
@@ -288,6 +315,12 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
         f" (LATEST names {tio.read_text(latest).strip()!r})" if FileSystems.exists(latest) else ""
     )
     raise UsageError(f"no run {run_id!r} in {output}{hint}")
+
+
+def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
+    """Parse ``chunkmill plan`` arguments: the flags of ``run``, validated the same way."""
+    build_parser().parse_known_args(["plan", *argv])  # for `plan --help`
+    return parse_run(argv, now=now)
 
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
