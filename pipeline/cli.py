@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, logs, report, run_report
+from pipeline import graph, logs, progress, report, run_report
 from pipeline import plan as run_plan
 from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
 from transforms import io as tio
@@ -21,6 +21,7 @@ from transforms import io as tio
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
     started = time.monotonic()
+    shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
             graph.build(p, settings)
@@ -34,6 +35,8 @@ def run(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        shown.stop()
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     run_report = json.loads(tio.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
