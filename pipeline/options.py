@@ -282,6 +282,24 @@ def _check_manifest_version(glob: str) -> None:
     )
 
 
+def _check_writable(output: str) -> None:
+    """A local output prefix must be a folder chunkmill can write in, or one it can create:
+    found now, not when the first table is written after the whole corpus is chunked.
+    (An object store prefix is checked by its first write: a probe would need write access a
+    plan does not.)"""
+    if not _is_local(output):
+        return
+    existing = output
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(
+            f"argument --output: cannot write under {output}: {existing} is a file, not a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"argument --output: cannot write under {output}: {existing} is read-only")
+
+
 @dataclass(frozen=True)
 class ReportSettings:
     output: str
@@ -358,6 +376,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         if not _has_match(pattern):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
 
+    _check_writable(output)
     if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"

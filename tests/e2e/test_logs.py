@@ -68,3 +68,15 @@ def test_a_real_process_stderr_holds_only_chunkmill_lines(corpus, tmp_path):
         assert name.startswith(("pipeline.", "transforms.")) or level in ("WARNING", "ERROR"), line
     assert any("documents 6/6 (100%)" in line for line in lines), lines
     assert done.stdout.startswith("run ")
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_real_process_answers_a_mistake_in_one_line(command, corpus, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    argv = [command, "--input", str(corpus / "**"), "--output", str(tmp_path / "a-file" / "out")]
+    done = subprocess.run([sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        "chunkmill: error: argument --output"
+    )
+    assert done.stdout == ""
