@@ -15,7 +15,13 @@ OWN_LOGGERS = ("pipeline", "transforms")
 # pypdf logs every repaired cross-reference and odd object at WARNING: on a corpus of PDFs
 # that is thousands of lines a person cannot act on. A PDF that really fails becomes an
 # errors/ row with pypdf's message, so its warnings wait for --log-level debug.
-QUIET_LOGGERS = {"pypdf": logging.ERROR}
+QUIET_LOGGERS = {
+    "pypdf": logging.ERROR,
+    # Relays the log of --direct_running_mode=multi_processing workers at their own severity:
+    # every worker's start-up warnings (no semi_persistent_directory, discarded options) say
+    # nothing about the run; a worker's errors still show.
+    "apache_beam.runners.portability.local_job_service": logging.ERROR,
+}
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATE_FORMAT = "%H:%M:%S"
 

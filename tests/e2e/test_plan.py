@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline.cli import main
 
@@ -40,7 +41,9 @@ def plan(capsys, *args: str) -> tuple[dict[str, int], dict[str, set[str]], str]:
     return counts, named, out
 
 
-def test_plan_predicts_what_run_reads_and_writes_nothing(chunkmill, corpus, tmp_path, capsys):
+def test_plan_predicts_what_run_reads_and_writes_nothing(
+    chunkmill, corpus, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "out"
     first = chunkmill("--input", str(corpus / "**"), run_id="r1")
     start, faq, new = (
@@ -53,8 +56,19 @@ def test_plan_predicts_what_run_reads_and_writes_nothing(chunkmill, corpus, tmp_
     new.write_text("# New\n\nA document that did not exist last night.\n")
 
     before = tree(tmp_path)
+    opened: list[str] = []
+    real_open = FileSystems.open
+
+    def spy(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(FileSystems, "open", spy)
     counts, named, text = plan(capsys, "--input", str(corpus / "**"), "--output", str(out))
+    by_plan = list(opened)
     assert tree(tmp_path) == before, "plan wrote something"
+    assert by_plan and not [p for p in by_plan if p.startswith(str(corpus))], "plan read a doc"
+    assert all(p.startswith(str(out)) for p in by_plan)  # LATEST and the prior manifest
     broken = str(corpus / "broken.pdf")  # failed last night: no manifest rows, so new again
     assert counts == {"listed": 6, "new": 2, "changed": 1, "unchanged": 3, "removed": 1}
     assert named == {"new": {str(new), broken}, "changed": {str(start)}, "removed": {str(faq)}}
