@@ -437,5 +437,5 @@ def render(plan: Plan, settings: RunSettings) -> str:
             lines.append(f"{category:<10} {uri}")
         if c[category] > len(shown):
             lines.append(f"{'':<10} ... and {c[category] - len(shown)} more")
-    lines.append("nothing was read or written")
+    lines.append("no document was read; nothing was written")
     return "\n".join(lines)
