@@ -86,7 +86,9 @@ class PriorDoc:
     """What the plan needs of one document's rows in the prior manifest."""
 
     rows: int
-    versions: frozenset[str | None]  # the distinct source_version values of its rows
+    # Its rows' source_version values (None for a null one); of several non-null values only
+    # the smallest and largest are kept, which is enough to tell "all the same".
+    versions: frozenset[str | None]
     current_config_rows: int  # rows made with the current config fingerprint
     tokens: int
 
@@ -344,7 +346,8 @@ class Plan:
 def compare(listing: pa.Table, prior: pa.Table, config: ChunkingConfig) -> Plan:
     """Classify every listed and every prior document and estimate the work (pure: tables in,
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
-    ``summarise_prior``."""
+    ``summarise_prior`` (which counted the rows made with the current config fingerprint);
+    ``config`` gives the default rates when the prior teaches none."""
     joined = listing.join(prior, "doc_id", join_type="full outer")
     counts = dict.fromkeys(CATEGORIES, 0)
     uris: dict[str, list[str]] = {c: [] for c in CATEGORIES}
