@@ -12,14 +12,16 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, report, run_report
-from pipeline.options import UsageError, build_parser, parse_report, parse_run
+from pipeline import graph, logs, progress, report, run_report
+from pipeline import plan as run_plan
+from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
 from transforms import io as tio
 
 
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
     started = time.monotonic()
+    shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
             graph.build(p, settings)
@@ -33,6 +35,8 @@ def run(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        shown.stop()
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     run_report = json.loads(tio.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
@@ -55,15 +59,21 @@ def report_run(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "report": report_run}
+def plan(argv: Sequence[str]) -> int:
+    settings = parse_plan(argv)
+    print(run_plan.render(run_plan.make_plan(settings), settings))
+    return 0
+
+
+COMMANDS = {"run": run, "plan": plan, "report": report_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if not argv or argv[0] in ("-h", "--help"):
             build_parser().parse_args(argv or ["--help"])
+        logs.configure(logs.level_from_argv(argv[1:]))
         command = COMMANDS.get(argv[0])
         if command is None:
             raise UsageError(f"unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)})")

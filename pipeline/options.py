@@ -138,6 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
+    plan = sub.add_parser(
+        "plan",
+        help="what `run` would do with the same flags: documents new, changed, unchanged and "
+        "removed, and the chunks and tokens to embed; reads no document, writes nothing",
+        description="Takes the flags of `run`.",
+        allow_abbrev=False,
+    )
+    # The same flags as `run` (so `run` can become `plan` on any command line), kept in step.
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            plan._add_action(action)
     report = sub.add_parser(
         "report",
         help="summarise a finished run as an HTML page beside it (OUTPUT/runs/RUN/report.html)",
@@ -149,7 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
         "run", nargs="?", metavar="RUN", help="run id (default: the run named in OUTPUT/LATEST)"
     )
     report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    for command in (run, plan, report):
+        _add_log_level(command)
     return parser
+
+
+# --log-level: chunkmill's own lines at INFO by default; pypdf, Beam and client libraries
+# only from WARNING unless `debug` (pipeline/logs.py).
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="info (default): chunkmill's progress and notes; debug: also every library's",
+    )
 
 
 def _positive_int(value: str) -> int:
@@ -255,6 +282,24 @@ def _check_manifest_version(glob: str) -> None:
     )
 
 
+def _check_writable(output: str) -> None:
+    """A local output prefix must be a folder chunkmill can write in, or one it can create:
+    found now, not when the first table is written after the whole corpus is chunked.
+    (An object store prefix is checked by its first write: a probe would need write access a
+    plan does not.)"""
+    if not _is_local(output):
+        return
+    existing = output
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(
+            f"argument --output: cannot write under {output}: {existing} is a file, not a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"argument --output: cannot write under {output}: {existing} is read-only")
+
+
 @dataclass(frozen=True)
 class ReportSettings:
     output: str
@@ -288,6 +333,12 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
         f" (LATEST names {tio.read_text(latest).strip()!r})" if FileSystems.exists(latest) else ""
     )
     raise UsageError(f"no run {run_id!r} in {output}{hint}")
+
+
+def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
+    """Parse ``chunkmill plan`` arguments: the flags of ``run``, validated the same way."""
+    build_parser().parse_known_args(["plan", *argv])  # for `plan --help`
+    return parse_run(argv, now=now)
 
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
@@ -325,6 +376,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         if not _has_match(pattern):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
 
+    _check_writable(output)
     if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"

@@ -24,6 +24,24 @@ from transforms.types import SourceFile, WorkItem
 # One metrics namespace for the whole project.
 METRICS_NAMESPACE = "chunkmill"
 
+# Progress counters, with stable names in the one namespace so Dataflow's and Flink's UIs
+# show them while a job runs: docs_listed and bytes_listed (the listing side of the join),
+# docs_read and bytes_read, and docs_processed, docs_carried_over and docs_failed (their sum
+# is the documents done).
+_DOCS_LISTED = Metrics.counter(METRICS_NAMESPACE, "docs_listed")
+_BYTES_LISTED = Metrics.counter(METRICS_NAMESPACE, "bytes_listed")
+# The same figures for a local run's progress line (pipeline/progress.py). A bundle's counters
+# reach the launching process only when the bundle's stage ends, but a process-wide metric
+# cell is updated in place, so a thread of the launcher reads it live when the DoFns run in
+# that process (DirectRunner/FnApiRunner in memory). Distributions, because only they can be
+# process-wide and add up: count is documents, sum is bytes (or failures).
+PROGRESS_LISTED = "progress_listed"  # one value per listed document: its size
+PROGRESS_READ = "progress_read"  # one value per document read: its size
+PROGRESS_DONE = "progress_done"  # one value per document done: 1 if it failed, else 0
+_PROGRESS_LISTED = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_LISTED, process_wide=True)
+_PROGRESS_READ = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_READ, process_wide=True)
+_PROGRESS_DONE = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_DONE, process_wide=True)
+
 # Tags of multi-output steps.
 _REMOVED = "removed"
 _OCCURRENCES = "occurrences"
@@ -43,6 +61,13 @@ def read_file(uri: str) -> bytes:
     """
     with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         return f.read()
+
+
+def _key_listed(f: SourceFile) -> tuple[str, SourceFile]:
+    _DOCS_LISTED.inc()
+    _BYTES_LISTED.inc(f.size_bytes)
+    _PROGRESS_LISTED.update(f.size_bytes)
+    return ids.doc_id(f.uri), f
 
 
 class _PlanDocs(beam.DoFn):
@@ -81,6 +106,7 @@ class _ProcessDocuments(beam.DoFn):
             for status in (document.PROCESSED, document.CARRIED_OVER, document.FAILED)
         }
         self._read = Metrics.counter(METRICS_NAMESPACE, "docs_read")
+        self._bytes_read = Metrics.counter(METRICS_NAMESPACE, "bytes_read")
 
     def setup(self) -> None:
         self._chunking = Chunking(self._config)
@@ -96,6 +122,7 @@ class _ProcessDocuments(beam.DoFn):
             yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_read", 1))
             outcome = self._read_and_process(item)
         self._outcomes[outcome.status].inc()
+        _PROGRESS_DONE.update(int(outcome.status == document.FAILED))
         yield beam.pvalue.TaggedOutput(_COUNTS, (f"docs_{outcome.status}", 1))
         if outcome.error is not None:
             yield beam.pvalue.TaggedOutput(_COUNTS, (f"failed:{outcome.error['reason']}", 1))
@@ -112,6 +139,8 @@ class _ProcessDocuments(beam.DoFn):
             data = self._read_bytes(item.uri)
         except Exception as e:  # vanished, permission denied, network: one document's loss
             return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
+        self._bytes_read.inc(len(data))
+        _PROGRESS_READ.update(len(data))
         return document.process_document(item, data, self._chunking)
 
 
@@ -181,7 +210,7 @@ class ChunkCorpus(beam.PTransform):
         files, prior = inputs["files"], inputs["prior"]
         planned = (
             {
-                "listed": files | "KeyFilesByDoc" >> beam.Map(lambda f: (ids.doc_id(f.uri), f)),
+                "listed": files | "KeyFilesByDoc" >> beam.Map(_key_listed),
                 "prior": prior | "KeyPriorByDoc" >> beam.Map(lambda r: (r["doc_id"], r)),
             }
             | "JoinPriorByDoc" >> beam.CoGroupByKey()

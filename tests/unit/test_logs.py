@@ -1,0 +1,57 @@
+"""Log levels per --log-level: chunkmill's own lines at the level asked, libraries quieter."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pipeline import logs
+from pipeline.options import UsageError
+
+
+@pytest.fixture(autouse=True)
+def _restore_levels():
+    names = ["", *logs.OWN_LOGGERS, *logs.QUIET_LOGGERS]
+    saved = {n: logging.getLogger(n).level for n in names}
+    yield
+    for n, level in saved.items():
+        logging.getLogger(n).setLevel(level)
+
+
+def effective(name: str) -> int:
+    return logging.getLogger(name).getEffectiveLevel()
+
+
+@pytest.mark.parametrize(
+    ("level", "ours", "beam", "pypdf"),
+    [
+        ("info", logging.INFO, logging.WARNING, logging.ERROR),
+        ("debug", logging.DEBUG, logging.DEBUG, logging.DEBUG),
+        ("warning", logging.WARNING, logging.WARNING, logging.ERROR),
+        ("error", logging.ERROR, logging.ERROR, logging.ERROR),
+    ],
+)
+def test_levels(level, ours, beam, pypdf):
+    logs.configure(level)
+    assert effective("pipeline.cli") == effective("transforms.core") == ours
+    assert effective("apache_beam.runners.portability.fn_api_runner") == beam
+    assert effective("google.auth") == beam
+    assert effective("pypdf._reader") == pypdf
+
+
+@pytest.mark.parametrize(
+    ("argv", "level"),
+    [
+        ([], "info"),
+        (["--input", "x", "--log-level", "debug"], "debug"),
+        (["--log-level=warning", "--runner=DirectRunner"], "warning"),
+    ],
+)
+def test_level_from_argv(argv, level):
+    assert logs.level_from_argv(argv) == level
+
+
+def test_bad_level_names_the_flag():
+    with pytest.raises(UsageError, match="--log-level.*'loud'"):
+        logs.level_from_argv(["--log-level", "loud"])

@@ -1,0 +1,225 @@
+"""`chunkmill plan`'s comparison and estimate, on hand-made listings and prior manifests."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline import plan
+from tests.helpers import SMALL, manifest_rows, paragraphs
+from transforms import document, ids
+from transforms.config import ChunkingConfig
+from transforms.types import WorkItem
+
+FP = SMALL.fingerprint
+V1, V2 = "size=100;mtime=1.0", "size=120;mtime=2.0"
+
+
+def listing(*docs: tuple[str, int, str | None]) -> pa.Table:
+    return pa.table(
+        {
+            "uri": [u for u, _, _ in docs],
+            "doc_id": [ids.doc_id(u) for u, _, _ in docs],
+            "size": [s for _, s, _ in docs],
+            "version": [v for _, _, v in docs],
+        },
+        schema=plan._LISTING,
+    )
+
+
+def prior_rows(uri: str, n: int, version: str | None, fp: str = FP, tokens: int = 10):
+    return [
+        {
+            "doc_id": ids.doc_id(uri),
+            "source_uri": uri,
+            "source_version": version,
+            "config_fingerprint": fp,
+            "token_count": tokens,
+        }
+        for _ in range(n)
+    ]
+
+
+def prior_table(rows: list[dict], batch: int = 1000) -> list[pa.Table]:
+    schema = pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("source_uri", pa.string()),
+            ("source_version", pa.string()),
+            ("config_fingerprint", pa.string()),
+            ("token_count", pa.int32()),
+        ]
+    )
+    return [pa.Table.from_pylist(rows[i : i + batch], schema) for i in range(0, len(rows), batch)]
+
+
+@pytest.mark.parametrize(
+    ("version", "prior", "expected"),
+    [
+        (V1, None, plan.NEW),
+        (V1, plan.PriorDoc(3, frozenset({V1}), 3, 30), plan.UNCHANGED),
+        (V2, plan.PriorDoc(3, frozenset({V1}), 3, 30), plan.CHANGED),  # edited
+        (V1, plan.PriorDoc(3, frozenset({V1}), 2, 30), plan.CHANGED),  # a row of another config
+        (V1, plan.PriorDoc(3, frozenset({V1, None}), 3, 30), plan.CHANGED),  # a row unversioned
+        (V1, plan.PriorDoc(3, frozenset({V1, V2}), 3, 30), plan.CHANGED),
+        (None, plan.PriorDoc(3, frozenset({None}), 3, 30), plan.CHANGED),  # store gave no mtime
+    ],
+)
+def test_classify(version, prior, expected):
+    assert plan.classify(version, prior) == expected
+
+
+_versions = st.sampled_from([V1, V2, None])
+
+
+@given(
+    listed=_versions,
+    rows=st.lists(st.tuples(_versions, st.booleans()), min_size=0, max_size=6),
+    split=st.integers(1, 4),
+)
+def test_summary_then_classify_is_the_runs_rule(listed, rows, split):
+    """Whatever the rows and however they are batched, the plan calls a document unchanged
+    exactly when the run would carry it over unread."""
+    uri = "/c/a.md"
+    full = [
+        {**r, "source_version": v, "config_fingerprint": FP if same else "other"}
+        for r, (v, same) in zip(prior_rows(uri, len(rows), None), rows, strict=True)
+    ]
+    summary = plan.summarise_prior(prior_table(full, batch=split), FP)
+    got = plan.compare(listing((uri, 100, listed)), summary, SMALL)
+    item = WorkItem(ids.doc_id(uri), uri, 100, prior=tuple(full), version=listed)
+    if not full:
+        expected = plan.NEW
+    elif document.is_unchanged_by_listing(item, SMALL):
+        expected = plan.UNCHANGED
+    else:
+        expected = plan.CHANGED
+    assert got.counts[expected] == 1 and sum(got.counts.values()) == 1
+
+
+def test_compare_counts_every_category_and_reads_only_new_and_changed():
+    summary = plan.summarise_prior(
+        prior_table(
+            prior_rows("/c/same.md", 2, V1)
+            + prior_rows("/c/edited.md", 3, V1)
+            + prior_rows("/c/gone.md", 4, V1),
+            batch=2,  # every document's rows spread over batches
+        ),
+        FP,
+    )
+    assert summary.num_rows == 3
+    listed = listing(("/c/same.md", 100, V1), ("/c/edited.md", 120, V2), ("/c/new.md", 50, V1))
+    got = plan.compare(listed, summary, SMALL)
+    assert got.counts == {"new": 1, "changed": 1, "unchanged": 1, "removed": 1}
+    assert got.examples["new"] == ["/c/new.md"]
+    assert got.examples["changed"] == ["/c/edited.md"]
+    assert got.examples["removed"] == ["/c/gone.md"]
+    assert got.listed == 3
+    assert got.estimate.bytes_to_read == 170  # edited (120) + new (50); same.md is not read
+
+
+def test_a_config_change_makes_every_listed_prior_document_changed():
+    other = ChunkingConfig.create("paragraph", max_tokens=50, overlap_tokens=5)
+    # The prior rows were made with SMALL; the summary counts the rows of the current config.
+    summary = plan.summarise_prior(
+        prior_table(prior_rows("/c/a.md", 2, V1) + prior_rows("/c/b.md", 2, V2)),
+        other.fingerprint,
+    )
+    got = plan.compare(listing(("/c/a.md", 100, V1), ("/c/b.md", 120, V2)), summary, other)
+    assert got.counts["changed"] == 2 and got.counts["unchanged"] == 0
+
+
+def test_compaction_keeps_per_document_sums(monkeypatch):
+    monkeypatch.setattr(plan, "_COMPACT_ROWS", 2)
+    rows = [r for i in range(5) for r in prior_rows(f"/c/{i}.md", 3, V1, tokens=i + 1)]
+    summary = plan.summarise_prior(prior_table(rows, batch=4), FP)
+    got = {r["prior_uri"]: (r["rows"], r["tokens"]) for r in summary.to_pylist()}
+    assert got == {f"/c/{i}.md": (3, 3 * (i + 1)) for i in range(5)}
+
+
+def test_estimate_from_prior_uses_tokens_and_chunks_per_byte_of_known_sizes():
+    # a.md: 100 bytes made 2 chunks of 10 tokens; b.md: 300 bytes made 6 chunks of 10.
+    rows = prior_rows("/c/a.md", 2, "size=100;mtime=1.0") + prior_rows(
+        "/c/b.md", 6, "size=300;mtime=1.0"
+    )
+    summary = plan.summarise_prior(prior_table(rows), FP)
+    listed = listing(("/c/a.md", 100, "size=100;mtime=1.0"), ("/c/new.md", 1000, V1))
+    e = plan.compare(listed, summary, SMALL).estimate
+    # 80 tokens and 8 chunks over 400 bytes; 1000 new bytes.
+    assert (e.bytes_to_read, e.chunks, e.tokens) == (1000, 20, 200)
+    assert "over 2 documents" in e.rates.basis  # b.md is removed but still teaches the rate
+
+
+@pytest.mark.parametrize(
+    ("config", "bytes_per_token", "limit"),
+    [
+        (ChunkingConfig.create("paragraph"), 4, 700),
+        (ChunkingConfig.create("paragraph", max_tokens=100, overlap_tokens=10), 4, 100),
+        (ChunkingConfig.create("sentence", chunk_size=800, chunk_overlap=0), 4, 200),
+        (ChunkingConfig.create("auto"), 4, 250),  # recursive's 1000 characters for code
+        (ChunkingConfig.create("section", tokenizer="whitespace"), 6, 512),
+        (ChunkingConfig.create("paragraph-window"), 4, plan.DEFAULT_CHUNK_TOKENS),
+    ],
+)
+def test_default_rates_without_a_prior(config, bytes_per_token, limit):
+    r = plan.default_rates(config)
+    assert r.tokens_per_byte == pytest.approx(1 / bytes_per_token)
+    assert r.chunks_per_byte == pytest.approx(1 / bytes_per_token / (limit * plan.CHUNK_FILL))
+    e = plan.compare(listing(("/c/n.md", 10_000, V1)), plan._SUMMARY.empty_table(), config)
+    assert e.estimate.tokens == -(-10_000 // bytes_per_token)
+    assert e.estimate.rates == r
+
+
+def test_estimate_rounds_up():
+    rates = plan.Rates(0.001, 0.25, "x")
+    assert plan.estimate(1, rates) == plan.Estimate(1, 1, 1, rates)
+    assert plan.estimate(0, rates) == plan.Estimate(0, 0, 0, rates)
+    assert plan.estimate(4000, rates).chunks == 4
+
+
+def test_examples_are_the_first_uris_in_order(monkeypatch):
+    monkeypatch.setattr(plan, "SHOW_DOCUMENTS", 3)
+    docs = [(f"/c/{i:02d}.md", 1, V1) for i in (7, 3, 9, 1, 5)]
+    got = plan.compare(listing(*docs), plan._SUMMARY.empty_table(), SMALL)
+    assert got.examples["new"] == ["/c/01.md", "/c/03.md", "/c/05.md"]
+    assert got.counts["new"] == 5
+
+
+def test_list_inputs_lists_once_and_leaves_the_output_out(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_bytes(paragraphs("alpha"))
+    (tmp_path / "docs" / "out").mkdir()
+    (tmp_path / "docs" / "out" / "LATEST").write_text("r1\n")
+    patterns = [str(tmp_path / "docs" / "**"), str(tmp_path / "docs" / "*.md")]
+    got = plan.list_inputs(patterns, str(tmp_path / "docs" / "out")).to_pylist()
+    a = tmp_path / "docs" / "a.md"
+    st_ = os.stat(a)
+    assert got == [
+        {
+            "uri": str(a),
+            "doc_id": ids.doc_id(str(a)),
+            "size": st_.st_size,
+            "version": f"size={st_.st_size};mtime={st_.st_mtime!r}",
+        }
+    ]
+
+
+def test_size_of_version():
+    assert plan.size_of_version("size=12;mtime=3.5") == 12
+    assert plan.size_of_version(None) is None
+    assert plan.size_of_version("something else") is None
+
+
+def test_summary_of_real_manifest_rows():
+    """Rows as a run writes them (the code under test makes them)."""
+    rows = manifest_rows("/c/a.md", paragraphs("alpha", "beta", "gamma", n=3))
+    rows = [{**r, "source_version": V1} for r in rows]
+    t = pa.Table.from_pylist([{k: r[k] for k in plan._PRIOR_COLUMNS} for r in rows])
+    (summary,) = plan.summarise_prior([t], FP).to_pylist()
+    assert summary["rows"] == len(rows) > 1
+    assert summary["tokens"] == sum(r["token_count"] for r in rows)
+    assert summary["current_config_rows"] == len(rows)
