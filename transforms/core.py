@@ -17,7 +17,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from transforms import document, ids, schema
+from transforms import document, ids, isolation, schema
 from transforms.config import Chunking, ChunkingConfig
 from transforms.types import SourceFile, WorkItem
 
@@ -77,14 +77,24 @@ class _ProcessDocuments(beam.DoFn):
 
     def setup(self) -> None:
         self._chunking = Chunking(self._config)
+        # One long-lived parser child per DoFn instance (transforms/isolation.py).
+        self._extractor = isolation.Extractor(
+            self._config.limits, pdf_engine=self._config.pdf_engine
+        )
+
+    def teardown(self) -> None:
+        self._extractor.close()
 
     def process(self, item: WorkItem):
-        try:
-            data = self._read_bytes(item.uri)
-        except Exception as e:  # vanished, permission denied, network: one document's loss
-            outcome = document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
-        else:
-            outcome = document.process_document(item, data, self._chunking)
+        # Over --max-document-bytes is decided from the listing: the bytes are never read.
+        outcome = document.too_large(item, self._config.limits.max_document_bytes)
+        if outcome is None:
+            try:
+                data = self._read_bytes(item.uri)
+            except Exception as e:  # vanished, permission denied, network: one document's loss
+                outcome = document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
+            else:
+                outcome = document.process_document(item, data, self._chunking, self._extractor)
         self._outcomes[outcome.status].inc()
         yield beam.pvalue.TaggedOutput(_COUNTS, (f"docs_{outcome.status}", 1))
         if outcome.error is not None:

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,14 +75,39 @@ def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) ->
     )
 
 
-def process_document(item: WorkItem, data: bytes, chunking: Chunking) -> DocOutcome:
-    """Decide the fate of one document; never raises for bad input."""
+def too_large(item: WorkItem, max_document_bytes: int | None) -> DocOutcome | None:
+    """The ``too_large`` failure of a document whose listed size is over the limit (decided
+    from the listing, before a byte is read), else ``None``."""
+    if max_document_bytes is None or item.size_bytes <= max_document_bytes:
+        return None
+    return failed(
+        item,
+        "read",
+        "too_large",
+        f"{item.size_bytes} bytes, over the --max-document-bytes limit of {max_document_bytes}",
+    )
+
+
+def process_document(
+    item: WorkItem,
+    data: bytes,
+    chunking: Chunking,
+    extract_text: Callable[[str, bytes], Extracted] | None = None,
+) -> DocOutcome:
+    """Decide the fate of one document; never raises for bad input.
+
+    ``extract_text(uri, data)`` turns the bytes into text (default: ``extract`` in this
+    process, with the config's PDF engine); the pipeline passes a
+    ``transforms.isolation.Extractor``, which adds the time and memory budgets."""
     config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
         return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior))
     try:
-        doc = extract(item.uri, data)
+        if extract_text is None:
+            doc = extract(item.uri, data, pdf_engine=config.pdf_engine)
+        else:
+            doc = extract_text(item.uri, data)
     except ExtractionError as e:
         return failed(item, "extract", e.reason, e.message, sha)
     except Exception as e:  # a parser bug must cost one document, not the run
@@ -133,6 +158,7 @@ def _chunk_rows(
         "has_prev_context": None,
         "has_next_context": None,
         "text_with_context": None,
+        "decode_lossy": doc.lossy,
     }
     seen: dict[str, int] = {}
     rows: list[dict[str, object]] = []

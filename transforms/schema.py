@@ -45,6 +45,10 @@ _OCCURRENCE = [
     # Context window: null when none is configured.
     _f("has_prev_context", pa.bool_(), nullable=True),
     _f("has_next_context", pa.bool_(), nullable=True),
+    # True when the text is not an exact decoding of the bytes (encoding guessed by a
+    # detector, or NULs / invalid sequences dropped or replaced); null in rows written before
+    # the column existed.
+    _f("decode_lossy", pa.bool_(), nullable=True),
 ]
 
 CHUNKS = pa.schema(
