@@ -94,6 +94,8 @@ class IsolatedExtractor:
         self.starts = 0  # children started so far; for tests and metrics
 
     def __call__(self, path: str, data: bytes, **options: Any) -> Extracted:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._discard()  # died between documents (killed from outside): not this one's fault
         proc = self._ensure_child()
         try:
             _write_frame(proc.stdin, (path, data, options))

@@ -4,6 +4,7 @@ the next document gets a fresh child. Budgets are small so each case takes secon
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -14,6 +15,11 @@ from transforms.isolation import Extractor, IsolatedExtractor, Limits
 
 def isolated(target, *, timeout: float = 60.0, memory_mb: int = 256) -> IsolatedExtractor:
     return IsolatedExtractor(timeout_seconds=timeout, memory_mb=memory_mb, target=target)
+
+
+def _is_zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def child_pid(text: str) -> int:
@@ -80,6 +86,8 @@ def test_a_child_that_died_between_documents_is_replaced() -> None:
     with isolated(targets.whose) as iso:
         pid = child_pid(iso("a.pdf", b"x").text)
         os.kill(pid, 9)
+        while not _is_zombie(pid):  # dead, not yet reaped by the extractor
+            time.sleep(0.01)
         assert child_pid(iso("b.pdf", b"y").text) != pid
     assert iso.starts == 2
 
