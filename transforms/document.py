@@ -186,7 +186,11 @@ def _chunk_rows(
         row["char_start"] = span.start
         row["char_end"] = span.end
         row["token_count"] = count_tokens(embed_text)
-        row["section_path"] = None if span.section_path is None else list(span.section_path)
+        if span.section_path is not None:
+            row["section_path"] = list(span.section_path)
+        else:  # a PDF's bookmarks, where it has them; None otherwise
+            outline_path = doc.section_at(span.start)
+            row["section_path"] = None if outline_path is None else list(outline_path)
         row["section_anchor"] = span.section_anchor
         row["section_chunk_index"] = span.section_chunk_index
         row["paragraph_index"] = span.paragraph_index

@@ -278,3 +278,72 @@ def test_lossy_flag_reaches_the_chunk_rows() -> None:
         )
         assert out.status == document.PROCESSED, out.error
         assert {o["decode_lossy"] for o in out.occurrences} == {lossy}
+
+
+# --- PDF outlines -------------------------------------------------------------------------------
+
+
+def make_outlined_pdf() -> bytes:
+    from fpdf import FPDF
+
+    doc = FPDF()
+    doc.set_font("Helvetica", size=12)
+
+    def para(text: str) -> None:
+        doc.multi_cell(0, 10, text, new_x="LMARGIN", new_y="NEXT")
+
+    doc.add_page()
+    para("Preface before any bookmark.")
+    doc.start_section("Intro", level=0)
+    para("Intro")
+    para("Intro text here.")
+    doc.start_section("Details", level=1)
+    para("Details")
+    para("Details text.")
+    doc.add_page()
+    doc.start_section("Second", level=0)
+    para("Second")
+    para("Second chapter text.")
+    return bytes(doc.output())
+
+
+@pytest.mark.parametrize("engine", ["pypdf", "pdfium"])
+def test_pdf_outline_gives_heading_paths_where_titles_are_printed(engine: str) -> None:
+    doc = extract("book.pdf", make_outlined_pdf(), pdf_engine=engine)
+    at = {w: doc.section_at(doc.text.index(w)) for w in ("Preface", "Details text", "Second ch")}
+    assert at == {"Preface": (), "Details text": ("Intro", "Details"), "Second ch": ("Second",)}
+    assert doc.outline is not None
+    assert [offset for offset, _ in doc.outline] == [
+        doc.text.index("Intro\n"),
+        doc.text.index("Details\n"),
+        doc.text.index("Second\n"),
+    ]
+
+
+def test_pdf_without_outline_has_no_section_paths(pdf_bytes: bytes) -> None:
+    doc = extract("a.pdf", pdf_bytes)
+    assert doc.outline is None and doc.section_at(0) is None
+
+
+def test_outline_skips_bad_pages_and_falls_back_to_the_page_top() -> None:
+    texts = ["first page", "second page"]
+    bookmarks = [(None, 0, "no dest"), (7, 0, "missing page"), (1, 0, "Not printed"), (0, 3, "")]
+    assert pdf._outline(bookmarks, texts, [0, 12]) == ((12, ("Not printed",)),)
+    assert pdf._outline([], texts, [0, 12]) is None
+    # A level deeper than the path so far nests under what there is.
+    assert pdf._outline([(0, 0, "A"), (0, 5, "page")], texts, [0, 12]) == (
+        (0, ("A",)),
+        (6, ("A", "page")),
+    )
+
+
+def test_pdf_chunks_carry_the_outline_path() -> None:
+    uri = "/c/book.pdf"
+    data = make_outlined_pdf()
+    config = ChunkingConfig.create("paragraph", max_tokens=8, overlap_tokens=0)
+    out = document.process_document(
+        WorkItem(ids.doc_id(uri), uri, len(data)), data, Chunking(config)
+    )
+    assert out.status == document.PROCESSED, out.error
+    paths = [o["section_path"] for o in out.occurrences]
+    assert paths[0] == [] and paths[-1] == ["Second"] and ["Intro", "Details"] in paths

@@ -67,13 +67,17 @@ class Extracted:
     first page, increasing (not strictly, an empty page may start where the next does);
     ``None`` for every other format. ``lossy`` is true when ``text`` is not an exact decoding
     of the bytes: the encoding was guessed by a detector, or characters (NULs, invalid
-    sequences, lone surrogates) were dropped or replaced.
+    sequences, lone surrogates) were dropped or replaced. ``outline``: for a PDF with
+    bookmarks, ``(offset, path)`` pairs sorted by offset, where ``path`` is the heading path
+    (outermost first) from ``offset`` on; ``None`` when the document has none.
     """
 
     text: str
     format: str
     page_starts: tuple[int, ...] | None = None
     lossy: bool = False
+    # PDFs with an outline (bookmarks): (offset in text, heading path) in offset order.
+    outline: tuple[tuple[int, tuple[str, ...]], ...] | None = None
 
     def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
         """1-based ``(first_page, last_page)`` covering ``text[start:end]``; ``None`` for a
@@ -93,6 +97,14 @@ class Extracted:
         first = bisect_right(self.page_starts, start)
         last = bisect_right(self.page_starts, max(start, end - 1))
         return (first, last)
+
+    def section_at(self, offset: int) -> tuple[str, ...] | None:
+        """The outline's heading path at ``offset``: ``()`` before the first bookmark,
+        ``None`` for a document without an outline."""
+        if self.outline is None:
+            return None
+        index = bisect_right(self.outline, offset, key=lambda entry: entry[0])
+        return self.outline[index - 1][1] if index else ()
 
 
 def normalise_newlines(text: str) -> str:

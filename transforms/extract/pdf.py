@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from typing import Any
 
 import pypdf
 from pypdf.errors import DependencyError, FileNotDecryptedError
@@ -46,16 +47,16 @@ def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = Non
             "corrupt", f"not a PDF: no %PDF header in the first {_PDF_HEADER_WINDOW} bytes"
         )
     if engine == PYPDF:
-        pages = _pypdf_pages(data, max_pages)
+        pages, bookmarks = _pypdf_pages(data, max_pages)
     elif engine == PDFIUM:
-        pages = _pdfium_pages(data, max_pages)
+        pages, bookmarks = _pdfium_pages(data, max_pages)
     else:
         try:
-            pages = _pdfium_pages(data, max_pages)
+            pages, bookmarks = _pdfium_pages(data, max_pages)
         except ExtractionError as e:
             if e.reason != "corrupt":
                 raise
-            pages = _pypdf_pages(data, max_pages)
+            pages, bookmarks = _pypdf_pages(data, max_pages)
     cleaned = [clean_text(page) for page in pages]
     texts = [text.rstrip() for text, _ in cleaned]
     if not any(texts):
@@ -72,7 +73,36 @@ def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = Non
         format="pdf",
         page_starts=tuple(starts),
         lossy=any(changed for _, changed in cleaned),
+        outline=_outline(bookmarks, texts, starts),
     )
+
+
+# (0-based page index or None, nesting level from 0, title), in outline order.
+Bookmarks = list[tuple[int | None, int, str]]
+
+# A hostile outline can hold millions of entries (or loop); past this many the outline is
+# not worth its cost and the document goes without one.
+_MAX_BOOKMARKS = 10_000
+
+
+def _outline(
+    bookmarks: Bookmarks, texts: list[str], starts: list[int]
+) -> tuple[tuple[int, tuple[str, ...]], ...] | None:
+    """Bookmarks as ``(offset, heading path)`` pairs, sorted by offset. A bookmark starts
+    where its title is printed on its page, else at the top of the page."""
+    entries: list[tuple[int, tuple[str, ...]]] = []
+    path: list[str] = []
+    for page, level, raw_title in bookmarks:
+        title = " ".join(clean_text(raw_title)[0].split())
+        if not title or page is None or not 0 <= page < len(texts):
+            continue
+        path = [*path[: min(level, len(path))], title]
+        found = texts[page].find(title)
+        entries.append((starts[page] + max(found, 0), tuple(path)))
+    if not entries:
+        return None
+    entries.sort(key=lambda entry: entry[0])  # stable: equal offsets keep outline order
+    return tuple(entries)
 
 
 def _check_pages(count: int, max_pages: int | None) -> None:
@@ -82,13 +112,14 @@ def _check_pages(count: int, max_pages: int | None) -> None:
         )
 
 
-def _pypdf_pages(data: bytes, max_pages: int | None) -> list[str]:
+def _pypdf_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
     try:
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:
             raise ExtractionError("encrypted", "PDF is encrypted and needs a password to open")
         _check_pages(len(reader.pages), max_pages)
-        return [page.extract_text() or "" for page in reader.pages]
+        pages = [page.extract_text() or "" for page in reader.pages]
+        return pages, _pypdf_bookmarks(reader)
     except ExtractionError:
         raise
     except (DependencyError, FileNotDecryptedError) as e:
@@ -107,7 +138,41 @@ def _pypdf_pages(data: bytes, max_pages: int | None) -> list[str]:
         raise ExtractionError("corrupt", _message("pypdf", e)) from e
 
 
-def _pdfium_pages(data: bytes, max_pages: int | None) -> list[str]:
+def _pypdf_bookmarks(reader: pypdf.PdfReader) -> Bookmarks:
+    """The outline, or none at all when it cannot be read: bookmarks are a bonus, and a
+    broken outline must not cost a document whose text is fine."""
+    out: Bookmarks = []
+    try:
+        stack: list[tuple[list[Any], int]] = [(list(reader.outline), 0)]
+        while stack and len(out) < _MAX_BOOKMARKS:
+            items, level = stack.pop()
+            for index, item in enumerate(items):
+                if isinstance(item, list):  # the children of the item before it
+                    stack.append((items[index + 1 :], level))
+                    stack.append((item, level + 1))
+                    break
+                out.append((reader.get_destination_page_number(item), level, str(item.title)))
+    except Exception:
+        return []
+    return out if len(out) < _MAX_BOOKMARKS else []
+
+
+def _pdfium_bookmarks(pdf: Any) -> Bookmarks:
+    """As ``_pypdf_bookmarks``, from PDFium's table of contents."""
+    out: Bookmarks = []
+    try:
+        for bookmark in pdf.get_toc():
+            if len(out) >= _MAX_BOOKMARKS:
+                return []
+            dest = bookmark.get_dest()
+            page = dest.get_index() if dest is not None else None
+            out.append((page, bookmark.level, bookmark.get_title()))
+    except Exception:
+        return []
+    return out
+
+
+def _pdfium_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
     import pypdfium2 as pdfium
 
     try:
@@ -127,7 +192,7 @@ def _pdfium_pages(data: bytes, max_pages: int | None) -> list[str]:
             pages.append(textpage.get_text_range())
             textpage.close()
             page.close()
-        return pages
+        return pages, _pdfium_bookmarks(pdf)
     except ExtractionError:
         raise
     except MemoryError:
