@@ -46,3 +46,14 @@ def reject(path: str, data: bytes, **options: Any) -> Extracted:
 
 def bug(path: str, data: bytes, **options: Any) -> Extracted:
     raise KeyError("/Root")
+
+
+def hostile_extract(path: str, data: bytes, **options: Any) -> Extracted:
+    """``extract``, except on documents that start with ``HANG`` or ``ALLOCATE``."""
+    from transforms.extract import extract
+
+    if data.startswith(b"HANG"):
+        return hang(path, b"hang", **options)
+    if data.startswith(b"ALLOCATE"):
+        return allocate(path, b"allocate", **options)
+    return extract(path, data, **options)

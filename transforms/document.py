@@ -105,7 +105,12 @@ def process_document(
         return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior))
     try:
         if extract_text is None:
-            doc = extract(item.uri, data, pdf_engine=config.pdf_engine)
+            doc = extract(
+                item.uri,
+                data,
+                pdf_engine=config.pdf_engine,
+                max_pdf_pages=config.limits.max_pdf_pages,
+            )
         else:
             doc = extract_text(item.uri, data)
     except ExtractionError as e:

@@ -190,8 +190,10 @@ class Extractor:
     Callable like ``extract``; ``options`` are passed on to it.
     """
 
-    def __init__(self, limits: Limits, *, target: ExtractFn = extract, **options: Any) -> None:
+    def __init__(self, limits: Limits, *, target: ExtractFn | None = None, **options: Any) -> None:
         self._options = {"max_pdf_pages": limits.max_pdf_pages, **options}
+        # Looked up here, not bound as a default, so a test can swap in a hostile parser.
+        target = extract if target is None else target
         self._target = target
         self._isolated = IsolatedExtractor(
             timeout_seconds=limits.timeout_seconds, memory_mb=limits.memory_mb, target=target

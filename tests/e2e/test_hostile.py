@@ -110,3 +110,36 @@ def test_hostile_corpus_run_accounts_for_every_document(chunkmill, hostile, tmp_
     assert f"chunkmill: run r3 failed: {line}" in err and "--max-error-ratio 0.25" in err
     assert not (output / "runs" / "r3" / "_SUCCESS").exists()
     assert (output / "LATEST").read_text().strip() == "r2"
+
+
+def test_hanging_and_memory_hungry_parsers_cost_one_document_each(chunkmill, tmp_path, monkeypatch):
+    """The pipeline's own extraction step, with a parser that hangs on one PDF and one that
+    eats memory on another: both are killed by their budget and the run publishes."""
+    from tests import isolation_targets
+    from transforms import isolation
+
+    monkeypatch.setattr(isolation, "extract", isolation_targets.hostile_extract)
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "hang.pdf").write_bytes(b"HANG %PDF-1.4")
+    (root / "alloc.pdf").write_bytes(b"ALLOCATE %PDF-1.4")
+    (root / "good.pdf").write_bytes(make_pdf([prose("good", 2)]))
+    (root / "good.md").write_text("# Good\n\n" + prose("markdown", 2))
+    run = chunkmill(
+        "--input",
+        str(root / "*"),
+        "--doc-timeout-seconds",
+        "2",
+        "--doc-memory-mb",
+        "64",
+        "--runner",
+        "FnApiRunner",  # in this process, so the patched parser is the one the DoFn uses
+        run_id="r1",
+    )
+    c = run.counts
+    assert (c["docs_listed"], c["docs_processed"], c["docs_failed"]) == (4, 2, 2)
+    assert c["failed_by_reason"] == {"timeout": 1, "memory": 1}
+    errors = {Path(r["source_uri"]).name: r for r in run.rows("errors")}
+    assert errors["hang.pdf"]["reason"] == "timeout" and "2 s" in errors["hang.pdf"]["message"]
+    assert errors["alloc.pdf"]["reason"] == "memory"
+    assert {Path(r["source_uri"]).name for r in run.rows("manifest")} == {"good.pdf", "good.md"}

@@ -49,7 +49,7 @@ __all__ = [
 # on the machine a run happens on (laptop vs worker image) and re-chunk everything whenever
 # the two differ; library versions are recorded in the errors table instead.
 # 2: non-UTF-8 text decoded (BOMs, UTF-16, detector), NULs dropped; HTML, JSON, JSONL, CSV,
-#    reStructuredText and DOCX as formats of their own.
+#    reStructuredText and DOCX as formats of their own; PDF bookmarks as section paths.
 EXTRACTOR_VERSION = "2"
 
 MARKDOWN, TEXT, CODE, PDF = "markdown", "text", "code", "pdf"
