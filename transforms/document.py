@@ -37,9 +37,15 @@ class DocOutcome:
     error: dict[str, Any] | None = None
 
 
+# A prior manifest written before a nullable column existed (decode_lossy, ...) comes back
+# from ReadFromParquet without that key: it reads as null. Required columns must be there.
+_MAY_BE_ABSENT = frozenset(f.name for f in schema.MANIFEST if f.nullable)
+
+
 def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The columns every occurrence table shares, taken from any of their rows."""
-    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
+    """The columns every occurrence table shares, taken from any of their rows (a nullable
+    column the row lacks is null; a required one raises ``KeyError``)."""
+    return {k: row.get(k) if k in _MAY_BE_ABSENT else row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
 def carried_rows(prior: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ writes nothing else on its stdout: whatever a parser prints goes to stderr.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import pickle
@@ -266,6 +267,14 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def _warm_up() -> None:
+    """Imports the parsers before the memory limit is set, so the budget is what one
+    document may use, not what loading libpdfium or lxml costs."""
+    for module in ("pypdfium2", "bs4", "lxml.etree", "docx", "charset_normalizer"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+
+
 def _limit_memory(budget: int) -> None:
     try:
         import resource
@@ -285,6 +294,7 @@ def _serve() -> None:
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
     target, memory_bytes = _read_frame(inp)
+    _warm_up()
     _limit_memory(memory_bytes)
     _write_frame(out, ("ready",))
     while True:
