@@ -20,6 +20,8 @@ ENGINES = (PYPDF, PDFIUM, AUTO)
 # that matters (text, or an errors/ row) is recorded anyway. Real failures still surface as
 # exceptions, which become ``ExtractionError``.
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+# pypdfium2 likewise warns about what it works around (circular bookmarks, ...).
+logging.getLogger("pypdfium2").setLevel(logging.ERROR)
 
 # The PDF spec requires the header at byte 0, but readers (and pypdf) accept it after up to
 # 1024 bytes of leading junk, as some generators and mail gateways leave it there.
