@@ -57,3 +57,10 @@ def hostile_extract(path: str, data: bytes, **options: Any) -> Extracted:
     if data.startswith(b"ALLOCATE"):
         return allocate(path, b"allocate", **options)
     return extract(path, data, **options)
+
+
+def pdfium_crashes(path: str, data: bytes, **options: Any) -> Extracted:
+    """PDFium segfaults on this file; pypdf reads it."""
+    if options.get("pdf_engine") != "pypdf":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return whose(path, data, **options)

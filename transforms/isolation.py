@@ -125,15 +125,15 @@ class IsolatedExtractor:
 
     def close(self) -> None:
         """Stops the child (if any); a later call starts a new one."""
-        if self._proc is not None:
-            with contextlib.suppress(OSError):
-                assert self._proc.stdin is not None
-                self._proc.stdin.close()  # EOF: the child exits on its own
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._discard()
-            self._proc = None
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # EOF: the child exits on its own
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        self._discard()  # kills it if it did not exit; closes the pipes
 
     def __enter__(self) -> IsolatedExtractor:
         return self
@@ -201,24 +201,39 @@ class Extractor:
         )
 
     def __call__(self, path: str, data: bytes) -> Extracted:
-        if uses_parser(path, data):
+        if not uses_parser(path, data):
+            return self._target(path, data, **self._options)
+        try:
             return self._isolated(path, data, **self._options)
-        return self._target(path, data, **self._options)
+        except ParserCrashed as e:
+            # --pdf-engine auto falls back to pypdf when pdfium fails on a file; a segfault
+            # in PDFium (C) is the hardest way to fail, and pypdf (Python) cannot segfault.
+            if e.reason != "corrupt" or self._options.get("pdf_engine") != "auto":
+                raise
+            return self._isolated(path, data, **{**self._options, "pdf_engine": "pypdf"})
 
     def close(self) -> None:
         self._isolated.close()
 
 
+class ParserCrashed(ExtractionError):
+    """The child died under a document (a signal or an unexpected exit): ``corrupt``, or
+    ``memory`` for SIGKILL. A subclass, so a caller can retry with another parser."""
+
+
 def _death(code: int | None) -> ExtractionError:
     if code is not None and code < 0:
         sig = -code
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
         if sig == signal.SIGKILL:
-            return ExtractionError(
+            return ParserCrashed(
                 "memory", "the parser process was killed (SIGKILL, usually the OOM killer)"
             )
-        return ExtractionError("corrupt", f"the parser process crashed ({name})")
-    return ExtractionError("corrupt", f"the parser process exited unexpectedly (status {code})")
+        return ParserCrashed("corrupt", f"the parser process crashed ({name})")
+    return ParserCrashed("corrupt", f"the parser process exited unexpectedly (status {code})")
 
 
 def _write_frame(stream: IO[bytes] | None, obj: Any) -> None:

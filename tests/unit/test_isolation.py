@@ -132,3 +132,17 @@ def test_extractor_isolates_parsed_formats_only(path: str, data: bytes, in_child
 def test_limits_reject_non_positive_budgets(kwargs) -> None:
     with pytest.raises(ValueError):
         Limits(**kwargs)
+
+
+@pytest.mark.parametrize(("engine", "falls_back"), [("auto", True), ("pdfium", False)])
+def test_auto_engine_falls_back_to_pypdf_when_pdfium_crashes(engine: str, falls_back: bool):
+    extractor = Extractor(Limits(), target=targets.pdfium_crashes, pdf_engine=engine)
+    try:
+        if falls_back:
+            assert "('pdf_engine', 'pypdf')" in extractor("a.pdf", b"%PDF-1.7").text
+        else:
+            with pytest.raises(ExtractionError) as info:
+                extractor("a.pdf", b"%PDF-1.7")
+            assert info.value.reason == "corrupt" and "SIGSEGV" in info.value.message
+    finally:
+        extractor.close()
