@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import SMALL, make_pdf
 from tests.hostile_corpus import encrypt
@@ -359,3 +361,32 @@ def test_prior_rows_written_before_decode_lossy_carry_over_as_null() -> None:
     assert [r["decode_lossy"] for r in carried] == [None] * len(rows)
     with pytest.raises(KeyError):
         document.occurrence_fields({k: v for k, v in rows[0].items() if k != "chunk_hash"})
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "lossy"),
+    [
+        (b"\xff\xfe" + "a\u00e9".encode("utf-16-le") + b"\x00\xd8", "a\u00e9\ufffd", True),
+        (b"\x00\x00\xfe\xff" + "x\r\ny".encode("utf-32-be"), "x\ny", False),
+        (b"\xef\xbb\xbfok \xff", "ok \ufffd", True),
+        ("h\u00e9llo\r\n".encode("utf-16-be"), "h\u00e9llo\n", False),
+    ],
+)
+def test_marks_and_utf16_patterns(data: bytes, text: str, lossy: bool) -> None:
+    doc = extract("a.txt", data)
+    assert (doc.text, doc.lossy) == (text, lossy)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes) -> None:
+    try:
+        doc = extract("any.txt", data)
+    except ExtractionError as e:
+        assert e.reason in {"empty", "binary", "undecodable"}
+        return
+    assert "\x00" not in doc.text and "\r" not in doc.text
+    doc.text.encode("utf-8")  # strict: no lone surrogate
