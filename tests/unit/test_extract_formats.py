@@ -390,3 +390,11 @@ def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes) -> None:
         return
     assert "\x00" not in doc.text and "\r" not in doc.text
     doc.text.encode("utf-8")  # strict: no lone surrogate
+
+
+def test_html_pre_is_verbatim_even_with_elements_inside() -> None:
+    data = (
+        b"<p>before</p><pre><code>x  =  1\n<b>y</b>  =  2\n</code>"
+        b"<pre>  inner</pre></pre><p>after</p>"
+    )
+    assert extract("a.html", data).text == "before\n\nx  =  1\ny  =  2\n  inner\n\nafter"

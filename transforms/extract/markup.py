@@ -52,14 +52,17 @@ def html_to_text(html: str) -> str:
         if isinstance(node, Tag):
             name = node.name
             if leaving:
-                if name in _HEADINGS:
-                    flush("#" * _HEADINGS[name] + " ")
-                elif name == "pre":
+                if name == "pre":
                     pre_depth -= 1
-                    text = "".join(current).strip("\n")
-                    current.clear()
-                    if text.strip():
-                        blocks.append(text)
+                    if pre_depth == 0:  # verbatim: no whitespace collapsed
+                        text = "".join(current).strip("\n")
+                        current.clear()
+                        if text.strip():
+                            blocks.append(text)
+                elif pre_depth:
+                    pass  # inside <pre>, elements do not break the text
+                elif name in _HEADINGS:
+                    flush("#" * _HEADINGS[name] + " ")
                 elif name in _BLOCKS:
                     flush()
                 elif name in _CELLS:
