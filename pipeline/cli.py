@@ -25,7 +25,11 @@ def run(argv: Sequence[str]) -> int:
     try:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
             graph.build(p, settings)
-    except Exception:
+    except Exception as e:
+        too_many = tio.error_ratio_line(e)
+        if too_many is not None:  # --max-error-ratio: one line, no traceback
+            print(f"chunkmill: run {settings.run_id} failed: {too_many}", file=sys.stderr)
+            return 1
         # Not a bad document (those are errors/ rows): the run itself broke. Nothing was
         # published, so the next run still diffs against the last good one.
         logging.exception("pipeline failed")

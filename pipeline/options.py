@@ -4,7 +4,9 @@ one-line message naming the flag (``UsageError``), never a traceback from a work
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -19,6 +21,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms import io as tio
 from transforms.config import ChunkingConfig, strategies
+from transforms.extract import PDF_ENGINES
+from transforms.isolation import Limits
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
@@ -48,6 +52,7 @@ class RunSettings:
     config: ChunkingConfig
     beam_args: tuple[str, ...] = ()
     started_at: str = ""
+    max_error_ratio: float | None = None  # None: off
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -67,6 +72,11 @@ class RunSettings:
                 "manifest": self.prior_manifest,
             },
             "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
+            # transforms.io.publish reads max_error_ratio from here.
+            "limits": {
+                **dataclasses.asdict(self.config.limits),
+                "max_error_ratio": self.max_error_ratio,
+            },
         }
 
 
@@ -138,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
+    _add_extraction_flags(run)
     plan = sub.add_parser(
         "plan",
         help="what `run` would do with the same flags: documents new, changed, unchanged and "
@@ -177,6 +188,77 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
         choices=LOG_LEVELS,
         help="info (default): chunkmill's progress and notes; debug: also every library's",
     )
+
+
+def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
+    """Extraction engine, isolation budgets and failure limits (transforms/isolation.py)."""
+    defaults = Limits()
+    run.add_argument(
+        "--pdf-engine",
+        default="pypdf",
+        choices=PDF_ENGINES,
+        help="PDF text engine: pypdf (default), pdfium (pypdfium2, faster), or auto (pdfium, "
+        "pypdf when pdfium cannot read a file); part of the chunking fingerprint",
+    )
+    run.add_argument(
+        "--doc-timeout-seconds",
+        type=_positive_float,
+        default=defaults.timeout_seconds,
+        metavar="SECONDS",
+        help="time one document may spend in a parser before it is killed and recorded as a "
+        f"timeout error (default {defaults.timeout_seconds:g})",
+    )
+    run.add_argument(
+        "--doc-memory-mb",
+        type=_positive_int,
+        default=defaults.memory_mb,
+        metavar="MB",
+        help="memory one document's parser may use before it is stopped and recorded as a "
+        f"memory error (default {defaults.memory_mb})",
+    )
+    run.add_argument(
+        "--max-document-bytes",
+        type=_positive_int,
+        default=defaults.max_document_bytes,
+        metavar="BYTES",
+        help="larger objects are too_large errors, never read "
+        f"(default {defaults.max_document_bytes})",
+    )
+    run.add_argument(
+        "--max-pdf-pages",
+        type=_positive_int,
+        default=defaults.max_pdf_pages,
+        metavar="PAGES",
+        help=f"PDFs with more pages are too_large errors (default {defaults.max_pdf_pages})",
+    )
+    run.add_argument(
+        "--max-error-ratio",
+        type=_ratio,
+        default=None,
+        metavar="RATIO",
+        help="fail the run, publishing nothing, when more than this share (0 to 1) of listed "
+        "documents failed (default: off)",
+    )
+
+
+def _positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
+    return x
+
+
+def _ratio(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not 0 <= x <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value!r}")
+    return x
 
 
 def _positive_int(value: str) -> int:
@@ -358,6 +440,13 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
+            pdf_engine=args.pdf_engine,
+            limits=Limits(
+                timeout_seconds=args.doc_timeout_seconds,
+                memory_mb=args.doc_memory_mb,
+                max_document_bytes=args.max_document_bytes,
+                max_pdf_pages=args.max_pdf_pages,
+            ),
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -393,4 +482,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         config=config,
         beam_args=tuple(beam_args),
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        max_error_ratio=args.max_error_ratio,
     )

@@ -17,6 +17,7 @@ from transforms.chunking import Chunker, make_chunker
 from transforms.chunking.base import TokenCounter, available, strategy_parameters
 from transforms.chunking.recursive import separators_for
 from transforms.chunking.tokens import load_token_counter, token_counter_identity
+from transforms.isolation import Limits
 
 # Bumped whenever chunkmill's own processing (not a library's) would give different chunks
 # for the same bytes and parameters; a bump re-chunks every document on the next run.
@@ -30,6 +31,15 @@ AUTO_STRATEGIES: dict[str, str] = {
     "text": "paragraph",
     "pdf": "paragraph",
     "code": "recursive",
+    # Rendered with Markdown headings (transforms.extract.markup).
+    "html": "section",
+    "docx": "section",
+    # reStructuredText headings are underlines the section strategy does not read.
+    "rst": "paragraph",
+    # Structured data: one paragraph per record.
+    "json": "paragraph",
+    "jsonl": "paragraph",
+    "csv": "paragraph",
 }
 # chunking-context-window-api.md turns the window on for its paragraph strategy, with
 # 500 characters before and 300 after; every other strategy has it off unless asked.
@@ -48,12 +58,22 @@ class ChunkingConfig:
     tokenizer: str = "chars4"
     context_prev_chars: int | None = None
     context_next_chars: int | None = None
+    # The PDF text engine (transforms.extract.pdf): the engines give different text.
+    pdf_engine: str = "pypdf"
+    # Budgets around extraction. They decide whether a document fails, never its text, so
+    # they stay out of the fingerprint: a new budget re-chunks nothing.
+    limits: Limits = field(default_factory=Limits, compare=False)
     description: dict[str, Any] = field(init=False, repr=False, compare=False)
     fingerprint: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        from transforms.extract import EXTRACTOR_VERSION
+        from transforms.extract import EXTRACTOR_VERSION, PDF_ENGINES
 
+        if self.pdf_engine not in PDF_ENGINES:
+            raise ValueError(
+                f"argument --pdf-engine: unknown engine {self.pdf_engine!r}; "
+                f"choose one of {', '.join(PDF_ENGINES)}"
+            )
         if self.strategy != AUTO and self.strategy not in available():
             raise ValueError(
                 f"unknown chunking strategy {self.strategy!r}; "
@@ -82,6 +102,7 @@ class ChunkingConfig:
             "tokenizer": token_counter_identity(self.tokenizer, count_tokens),
             "context_window": {"prev_chars": prev, "next_chars": next_},
             "extractor_version": EXTRACTOR_VERSION,
+            "pdf_engine": self.pdf_engine,
             "pipeline_version": PIPELINE_VERSION,
         }
         object.__setattr__(self, "description", description)
@@ -95,11 +116,21 @@ class ChunkingConfig:
         tokenizer: str = "chars4",
         context_prev_chars: int | None = None,
         context_next_chars: int | None = None,
+        pdf_engine: str = "pypdf",
+        limits: Limits | None = None,
         **params: Any,
     ) -> ChunkingConfig:
         """``None`` values take the strategy's defaults."""
         given = tuple(sorted((k, v) for k, v in params.items() if v is not None))
-        return cls(strategy, given, tokenizer, context_prev_chars, context_next_chars)
+        return cls(
+            strategy,
+            given,
+            tokenizer,
+            context_prev_chars,
+            context_next_chars,
+            pdf_engine,
+            limits or Limits(),
+        )
 
     def context(self) -> tuple[int, int]:
         """(prev_chars, next_chars) of the context window; (0, 0) means none."""

@@ -17,7 +17,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from transforms import document, ids, schema
+from transforms import document, ids, isolation, schema
 from transforms.config import Chunking, ChunkingConfig
 from transforms.types import SourceFile, WorkItem
 
@@ -110,6 +110,13 @@ class _ProcessDocuments(beam.DoFn):
 
     def setup(self) -> None:
         self._chunking = Chunking(self._config)
+        # One long-lived parser child per DoFn instance (transforms/isolation.py).
+        self._extractor = isolation.Extractor(
+            self._config.limits, pdf_engine=self._config.pdf_engine
+        )
+
+    def teardown(self) -> None:
+        self._extractor.close()
 
     def process(self, item: WorkItem):
         if document.is_unchanged_by_listing(item, self._config):
@@ -118,9 +125,14 @@ class _ProcessDocuments(beam.DoFn):
             carried = document.carried_rows(item.prior)
             outcome = document.DocOutcome(document.CARRIED_OVER, carried=carried)
         else:
-            self._read.inc()
-            yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_read", 1))
-            outcome = self._read_and_process(item)
+            # Over --max-document-bytes is decided from the listing: the bytes are never read.
+            too_large = document.too_large(item, self._config.limits.max_document_bytes)
+            if too_large is not None:
+                outcome = too_large
+            else:
+                self._read.inc()
+                yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_read", 1))
+                outcome = self._read_and_process(item)
         self._outcomes[outcome.status].inc()
         _PROGRESS_DONE.update(int(outcome.status == document.FAILED))
         yield beam.pvalue.TaggedOutput(_COUNTS, (f"docs_{outcome.status}", 1))
@@ -141,7 +153,7 @@ class _ProcessDocuments(beam.DoFn):
             return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))
-        return document.process_document(item, data, self._chunking)
+        return document.process_document(item, data, self._chunking, self._extractor)
 
 
 class _MarkNew(beam.DoFn):

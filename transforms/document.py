@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +37,15 @@ class DocOutcome:
     error: dict[str, Any] | None = None
 
 
+# A prior manifest written before a nullable column existed (decode_lossy, ...) comes back
+# from ReadFromParquet without that key: it reads as null. Required columns must be there.
+_MAY_BE_ABSENT = frozenset(f.name for f in schema.MANIFEST if f.nullable)
+
+
 def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The columns every occurrence table shares, taken from any of their rows."""
-    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
+    """The columns every occurrence table shares, taken from any of their rows (a nullable
+    column the row lacks is null; a required one raises ``KeyError``)."""
+    return {k: row.get(k) if k in _MAY_BE_ABSENT else row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
 def carried_rows(
@@ -97,14 +103,44 @@ def is_unchanged_by_listing(item: WorkItem, config: ChunkingConfig) -> bool:
     )
 
 
-def process_document(item: WorkItem, data: bytes, chunking: Chunking) -> DocOutcome:
-    """Decide the fate of one document; never raises for bad input."""
+def too_large(item: WorkItem, max_document_bytes: int | None) -> DocOutcome | None:
+    """The ``too_large`` failure of a document whose listed size is over the limit (decided
+    from the listing, before a byte is read), else ``None``."""
+    if max_document_bytes is None or item.size_bytes <= max_document_bytes:
+        return None
+    return failed(
+        item,
+        "read",
+        "too_large",
+        f"{item.size_bytes} bytes, over the --max-document-bytes limit of {max_document_bytes}",
+    )
+
+
+def process_document(
+    item: WorkItem,
+    data: bytes,
+    chunking: Chunking,
+    extract_text: Callable[[str, bytes], Extracted] | None = None,
+) -> DocOutcome:
+    """Decide the fate of one document; never raises for bad input.
+
+    ``extract_text(uri, data)`` turns the bytes into text (default: ``extract`` in this
+    process, with the config's PDF engine); the pipeline passes a
+    ``transforms.isolation.Extractor``, which adds the time and memory budgets."""
     config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
         return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior, version=item.version))
     try:
-        doc = extract(item.uri, data)
+        if extract_text is None:
+            doc = extract(
+                item.uri,
+                data,
+                pdf_engine=config.pdf_engine,
+                max_pdf_pages=config.limits.max_pdf_pages,
+            )
+        else:
+            doc = extract_text(item.uri, data)
     except ExtractionError as e:
         return failed(item, "extract", e.reason, e.message, sha)
     except Exception as e:  # a parser bug must cost one document, not the run
@@ -156,6 +192,7 @@ def _chunk_rows(
         "has_next_context": None,
         "text_with_context": None,
         "source_version": item.version,
+        "decode_lossy": doc.lossy,
     }
     seen: dict[str, int] = {}
     rows: list[dict[str, object]] = []
@@ -183,7 +220,11 @@ def _chunk_rows(
         row["char_start"] = span.start
         row["char_end"] = span.end
         row["token_count"] = count_tokens(embed_text)
-        row["section_path"] = None if span.section_path is None else list(span.section_path)
+        if span.section_path is not None:
+            row["section_path"] = list(span.section_path)
+        else:  # a PDF's bookmarks, where it has them; None otherwise
+            outline_path = doc.section_at(span.start)
+            row["section_path"] = None if outline_path is None else list(outline_path)
         row["section_anchor"] = span.section_anchor
         row["section_chunk_index"] = span.section_chunk_index
         row["paragraph_index"] = span.paragraph_index

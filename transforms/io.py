@@ -12,6 +12,7 @@ Layout of one run (DESIGN.md, output contract)::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,6 +125,34 @@ def read_text(path: str) -> str:
         return f.read().decode("utf-8")
 
 
+class ErrorRatioExceeded(RuntimeError):
+    """Too many listed documents failed (``--max-error-ratio``): the run is not published."""
+
+
+def check_error_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
+    """Raises ``ErrorRatioExceeded`` (one line naming the flag) when more than ``max_ratio``
+    of the listed documents failed; ``None`` turns the check off. A bucket full of garbage
+    must not look like a good night, nor become the state the next run diffs against."""
+    listed, failed = int(counts.get("docs_listed", 0)), int(counts.get("docs_failed", 0))
+    if max_ratio is None or listed == 0 or failed / listed <= max_ratio:
+        return
+    raise ErrorRatioExceeded(
+        f"{failed} of {listed} listed documents failed ({failed / listed:.1%}), more than "
+        f"--max-error-ratio {max_ratio:g}; the run is not published"
+    )
+
+
+_ERROR_RATIO_LINE = re.compile(r"\d+ of \d+ listed documents failed .*?; the run is not published")
+
+
+def error_ratio_line(e: BaseException) -> str | None:
+    """The one-line message of an ``ErrorRatioExceeded`` that failed the pipeline, or
+    ``None``. Runners re-raise a DoFn's exception as its own type or as a RuntimeError with
+    its text inside, so the text is what is searched."""
+    match = _ERROR_RATIO_LINE.search(str(e))
+    return match.group(0) if match else None
+
+
 def publish(
     _: Any,
     counts: dict[str, Any],
@@ -133,7 +162,9 @@ def publish(
     report: dict[str, Any],
 ) -> str:
     """Writes ``_SUCCESS`` (the run report), then replaces ``LATEST``. Idempotent, so a
-    retried bundle republishes the same thing."""
+    retried bundle republishes the same thing. Publishes nothing when the share of failed
+    documents is over ``report["limits"]["max_error_ratio"]`` (see ``check_error_ratio``)."""
+    check_error_ratio(counts, report.get("limits", {}).get("max_error_ratio"))
     base = run_dir(output, run_id)
     tables = {
         name: sorted(

@@ -56,6 +56,10 @@ _OCCURRENCE = [
     # modification time); a later listing that reports the same carries the document over
     # unread. Null when the store reported nothing usable.
     _f("source_version", pa.string(), nullable=True),
+    # True when the text is not an exact decoding of the bytes (encoding guessed by a
+    # detector, or NULs / invalid sequences dropped or replaced); null in rows written before
+    # the column existed.
+    _f("decode_lossy", pa.bool_(), nullable=True),
 ]
 
 CHUNKS = pa.schema(

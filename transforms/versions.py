@@ -8,9 +8,12 @@ from importlib import metadata
 
 @functools.cache
 def library_versions() -> str:
-    """E.g. ``"chunkmill 0.1.0; pypdf 7.1.0"``; recorded on every errors/ row."""
+    """E.g. ``"chunkmill 0.1.0; pypdf 7.1.0; pypdfium2 5.15.2; ..."``; recorded on every
+    errors/ row."""
     parts = []
-    for dist in ("chunkmill", "pypdf"):
+    # Every library whose behaviour decides a document's text or its failure.
+    parsers = ("pypdf", "pypdfium2", "beautifulsoup4", "lxml", "python-docx", "charset-normalizer")
+    for dist in ("chunkmill", *parsers):
         try:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:

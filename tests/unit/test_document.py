@@ -83,7 +83,7 @@ def test_edit_keeps_ids_of_untouched_chunks_and_removes_only_the_edited_one():
     [
         ("/corpus/a.pdf", b"%PDF-1.7 truncated", "corrupt"),
         ("/corpus/a.md", b"", "empty"),
-        ("/corpus/a.txt", b"\xff\xfe\xfa not utf-8", "undecodable"),
+        ("/corpus/a.txt", bytes(range(1, 256)) * 4, "undecodable"),
     ],
 )
 def test_failure_yields_one_error_and_keeps_prior_rows(uri, data, reason):

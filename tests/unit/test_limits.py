@@ -1,0 +1,116 @@
+"""The isolation and limit flags (one-line usage errors, what reaches the config and the run
+report) and the --max-error-ratio check before publishing."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.options import parse_run
+from transforms import document, ids
+from transforms.io import ErrorRatioExceeded, check_error_ratio, error_ratio_line
+from transforms.isolation import Limits
+from transforms.types import WorkItem
+
+
+@pytest.fixture
+def docs(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("hello\n")
+    return tmp_path / "docs"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--pdf-engine", "tesseract"], "--pdf-engine"),
+        (["--doc-timeout-seconds", "0"], "--doc-timeout-seconds"),
+        (["--doc-timeout-seconds", "soon"], "--doc-timeout-seconds"),
+        (["--doc-timeout-seconds", "inf"], "--doc-timeout-seconds"),
+        (["--doc-memory-mb", "0"], "--doc-memory-mb"),
+        (["--doc-memory-mb", "1.5"], "--doc-memory-mb"),
+        (["--max-document-bytes", "-1"], "--max-document-bytes"),
+        (["--max-pdf-pages", "0"], "--max-pdf-pages"),
+        (["--max-error-ratio", "1.5"], "--max-error-ratio"),
+        (["--max-error-ratio", "-0.1"], "--max-error-ratio"),
+        (["--max-error-ratio", "half"], "--max-error-ratio"),
+    ],
+)
+def test_bad_limit_flag_is_one_line_naming_it(args, flag, docs, tmp_path, capsys):
+    code = main(["run", "--input", str(docs / "*"), "--output", str(tmp_path / "out"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("chunkmill: error: "), err
+    assert flag in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
+    base = ["--input", str(docs / "*"), "--output", str(tmp_path / "out")]
+    default = parse_run(base)
+    assert default.config.limits == Limits()
+    assert default.config.pdf_engine == "pypdf" and default.max_error_ratio is None
+    assert default.report()["limits"]["max_error_ratio"] is None
+
+    settings = parse_run(
+        [
+            *base,
+            "--pdf-engine=auto",
+            "--doc-timeout-seconds=2.5",
+            "--doc-memory-mb=300",
+            "--max-document-bytes=1000",
+            "--max-pdf-pages=9",
+            "--max-error-ratio=0.1",
+        ]
+    )
+    assert settings.config.limits == Limits(
+        timeout_seconds=2.5, memory_mb=300, max_document_bytes=1000, max_pdf_pages=9
+    )
+    assert settings.config.pdf_engine == "auto"
+    assert settings.config.description["pdf_engine"] == "auto"
+    assert settings.config.fingerprint != default.config.fingerprint
+    assert settings.report()["limits"] == {
+        "timeout_seconds": 2.5,
+        "memory_mb": 300,
+        "max_document_bytes": 1000,
+        "max_pdf_pages": 9,
+        "max_error_ratio": 0.1,
+    }
+
+
+def counts(listed: int, failed: int) -> dict[str, int]:
+    return {"docs_listed": listed, "docs_failed": failed, "docs_processed": listed - failed}
+
+
+@pytest.mark.parametrize(
+    ("listed", "failed", "ratio"),
+    [(10, 3, None), (10, 3, 0.3), (10, 0, 0.0), (0, 0, 0.0), (4, 4, 1.0)],
+)
+def test_error_ratio_at_or_under_the_limit_passes(listed, failed, ratio) -> None:
+    check_error_ratio(counts(listed, failed), ratio)
+
+
+@pytest.mark.parametrize(("listed", "failed", "ratio"), [(10, 4, 0.3), (10, 1, 0.0)])
+def test_error_ratio_over_the_limit_fails_with_one_line(listed, failed, ratio) -> None:
+    with pytest.raises(ErrorRatioExceeded) as info:
+        check_error_ratio(counts(listed, failed), ratio)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{failed} of {listed} listed documents failed")
+    assert f"--max-error-ratio {ratio:g}" in message
+    # As a runner re-raises it: wrapped, with its step name appended.
+    wrapped = RuntimeError(f"Pipeline failed: {message} [while running 'Publish/Write']")
+    assert error_ratio_line(wrapped) == message
+    assert error_ratio_line(RuntimeError("something else")) is None
+
+
+def test_over_max_document_bytes_is_too_large_from_the_listing() -> None:
+    item = WorkItem(ids.doc_id("/c/huge.pdf"), "/c/huge.pdf", 1001)
+    assert document.too_large(item, 1001) is None
+    assert document.too_large(item, None) is None
+    outcome = document.too_large(item, 1000)
+    assert outcome is not None and outcome.status == document.FAILED
+    assert outcome.error is not None
+    assert (outcome.error["stage"], outcome.error["reason"]) == ("read", "too_large")
+    assert outcome.error["content_sha256"] is None
+    assert "1001 bytes" in outcome.error["message"] and "1000" in outcome.error["message"]

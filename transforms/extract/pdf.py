@@ -1,0 +1,221 @@
+"""PDF text, page by page, with pypdf or pypdfium2 (``engine``)."""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any
+
+import pypdf
+from pypdf.errors import DependencyError, FileNotDecryptedError
+
+from transforms.extract.base import Extracted, ExtractionError, clean_text
+
+PYPDF, PDFIUM, AUTO = "pypdf", "pdfium", "auto"
+ENGINES = (PYPDF, PDFIUM, AUTO)
+
+# pypdf in non-strict mode repairs what it can and logs a WARNING for every repair ("EOF
+# marker not found", "incorrect startxref pointer", ...), several per malformed file. Across
+# millions of documents that floods worker logs with noise nobody acts on, and the outcome
+# that matters (text, or an errors/ row) is recorded anyway. Real failures still surface as
+# exceptions, which become ``ExtractionError``.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
+# pypdfium2 likewise warns about what it works around (circular bookmarks, ...).
+logging.getLogger("pypdfium2").setLevel(logging.ERROR)
+
+# The PDF spec requires the header at byte 0, but readers (and pypdf) accept it after up to
+# 1024 bytes of leading junk, as some generators and mail gateways leave it there.
+_PDF_HEADER = b"%PDF"
+_PDF_HEADER_WINDOW = 1024
+
+# PDFium's FPDF_GetLastError() code for a document that needs a password.
+_FPDF_ERR_PASSWORD = 4
+
+
+def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = None) -> Extracted:
+    """Each page's text with newlines normalised and trailing whitespace stripped, pages
+    joined by ``"\\n\\n"``, ``page_starts`` recorded.
+
+    ``engine``: ``pypdf``, ``pdfium`` or ``auto`` (pdfium, then pypdf when pdfium cannot
+    read the file; an encrypted or over-long file is not retried). Raises ``ExtractionError``
+    with ``corrupt`` (no ``%PDF`` header in the first 1024 bytes, or the engine cannot parse
+    it), ``encrypted`` (does not open with the empty password), ``too_large`` (more than
+    ``max_pages`` pages) or ``no_text`` (no page holds text: scans, images, blank pages).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown PDF engine {engine!r}")
+    if data.find(_PDF_HEADER, 0, _PDF_HEADER_WINDOW + len(_PDF_HEADER)) == -1:
+        raise ExtractionError(
+            "corrupt", f"not a PDF: no %PDF header in the first {_PDF_HEADER_WINDOW} bytes"
+        )
+    if engine == PYPDF:
+        pages, bookmarks = _pypdf_pages(data, max_pages)
+    elif engine == PDFIUM:
+        pages, bookmarks = _pdfium_pages(data, max_pages)
+    else:
+        try:
+            pages, bookmarks = _pdfium_pages(data, max_pages)
+        except ExtractionError as e:
+            if e.reason != "corrupt":
+                raise
+            pages, bookmarks = _pypdf_pages(data, max_pages)
+    cleaned = [clean_text(page) for page in pages]
+    texts = [text.rstrip() for text, _ in cleaned]
+    if not any(texts):
+        raise ExtractionError(
+            "no_text", f"no extractable text on any of {len(texts)} page(s) (scanned or blank?)"
+        )
+    starts = []
+    offset = 0
+    for page in texts:
+        starts.append(offset)
+        offset += len(page) + 2  # the "\n\n" joining it to the next page
+    return Extracted(
+        text="\n\n".join(texts),
+        format="pdf",
+        page_starts=tuple(starts),
+        lossy=any(changed for _, changed in cleaned),
+        outline=_outline(bookmarks, texts, starts),
+    )
+
+
+# (0-based page index or None, nesting level from 0, title), in outline order.
+Bookmarks = list[tuple[int | None, int, str]]
+
+# A hostile outline can hold millions of entries (or loop); past this many the outline is
+# not worth its cost and the document goes without one.
+_MAX_BOOKMARKS = 10_000
+
+
+def _outline(
+    bookmarks: Bookmarks, texts: list[str], starts: list[int]
+) -> tuple[tuple[int, tuple[str, ...]], ...] | None:
+    """Bookmarks as ``(offset, heading path)`` pairs, sorted by offset. A bookmark starts
+    where its title is printed on its page, else at the top of the page."""
+    entries: list[tuple[int, tuple[str, ...]]] = []
+    path: list[str] = []
+    for page, level, raw_title in bookmarks:
+        title = " ".join(clean_text(raw_title)[0].split())
+        if not title or page is None or not 0 <= page < len(texts):
+            continue
+        path = [*path[: min(level, len(path))], title]
+        found = texts[page].find(title)
+        entries.append((starts[page] + max(found, 0), tuple(path)))
+    if not entries:
+        return None
+    entries.sort(key=lambda entry: entry[0])  # stable: equal offsets keep outline order
+    return tuple(entries)
+
+
+def _check_pages(count: int, max_pages: int | None) -> None:
+    if max_pages is not None and count > max_pages:
+        raise ExtractionError(
+            "too_large", f"{count} pages, over the --max-pdf-pages cap of {max_pages}"
+        )
+
+
+def _pypdf_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:
+            raise ExtractionError("encrypted", "PDF is encrypted and needs a password to open")
+        _check_pages(len(reader.pages), max_pages)
+        pages = [page.extract_text() or "" for page in reader.pages]
+        return pages, _pypdf_bookmarks(reader)
+    except ExtractionError:
+        raise
+    except (DependencyError, FileNotDecryptedError) as e:
+        # DependencyError: the encryption algorithm needs a crypto library that is missing.
+        raise ExtractionError("encrypted", _message("pypdf", e)) from e
+    except MemoryError:
+        raise
+    except Exception as e:
+        if _raised_in_pypdf_encryption(e):
+            # An encryption pypdf cannot open (public-key /Adobe.PubSec, unknown /V, a broken
+            # encryption dictionary): the file is fine, we just cannot read it.
+            raise ExtractionError("encrypted", _message("pypdf", e)) from e
+        # pypdf raises its own errors but also ValueError, KeyError, TypeError, IndexError,
+        # RecursionError, zlib.error ... from deep inside malformed files; any of them means
+        # this file cannot be read, and must cost this document only.
+        raise ExtractionError("corrupt", _message("pypdf", e)) from e
+
+
+def _pypdf_bookmarks(reader: pypdf.PdfReader) -> Bookmarks:
+    """The outline, or none at all when it cannot be read: bookmarks are a bonus, and a
+    broken outline must not cost a document whose text is fine."""
+    out: Bookmarks = []
+    try:
+        stack: list[tuple[list[Any], int]] = [(list(reader.outline), 0)]
+        while stack and len(out) < _MAX_BOOKMARKS:
+            items, level = stack.pop()
+            for index, item in enumerate(items):
+                if isinstance(item, list):  # the children of the item before it
+                    stack.append((items[index + 1 :], level))
+                    stack.append((item, level + 1))
+                    break
+                out.append((reader.get_destination_page_number(item), level, str(item.title)))
+    except Exception:
+        return []
+    return out if len(out) < _MAX_BOOKMARKS else []
+
+
+def _pdfium_bookmarks(pdf: Any) -> Bookmarks:
+    """As ``_pypdf_bookmarks``, from PDFium's table of contents."""
+    out: Bookmarks = []
+    try:
+        for bookmark in pdf.get_toc():
+            if len(out) >= _MAX_BOOKMARKS:
+                return []
+            dest = bookmark.get_dest()
+            page = dest.get_index() if dest is not None else None
+            out.append((page, bookmark.level, bookmark.get_title()))
+    except Exception:
+        return []
+    return out
+
+
+def _pdfium_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        if getattr(e, "err_code", None) == _FPDF_ERR_PASSWORD:
+            raise ExtractionError(
+                "encrypted", "PDF is encrypted and needs a password to open"
+            ) from None
+        raise ExtractionError("corrupt", _message("pdfium", e)) from e
+    try:
+        _check_pages(len(pdf), max_pages)
+        pages = []
+        for index in range(len(pdf)):
+            page = pdf[index]
+            textpage = page.get_textpage()
+            pages.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+        return pages, _pdfium_bookmarks(pdf)
+    except ExtractionError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise ExtractionError("corrupt", _message("pdfium", e)) from e
+    finally:
+        pdf.close()
+
+
+def _raised_in_pypdf_encryption(e: BaseException) -> bool:
+    # pypdf signals unsupported encryption with NotImplementedError/ValueError/PdfReadError,
+    # the same types it uses for unrelated defects; where it was raised tells them apart.
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module == "pypdf._encryption" or module.startswith("pypdf._crypt_providers")
+
+
+def _message(engine: str, e: BaseException) -> str:
+    return f"{engine}: {type(e).__name__}: {e}"

@@ -1,0 +1,341 @@
+"""Extraction that no hostile document can break: third-party parsers run in a child process
+with a time budget and a memory budget, and a document that blows either costs that document
+only (a ``timeout`` or ``memory`` errors/ row), never the worker.
+
+One long-lived child per ``IsolatedExtractor`` (one per DoFn instance, created in ``setup``),
+not one process per document: starting Python and importing pypdf/pypdfium2/lxml takes about
+half a second, sending one small PDF to a warm child and its text back well under a
+millisecond (see README, "Isolation and limits"). The child is replaced only after it was
+killed (time budget), ran out of memory, or crashed.
+
+The protocol is private: length-prefixed pickle frames over the child's stdin/stdout, so it
+needs no ``multiprocessing`` start method (fork is unsafe in a threaded Beam worker; spawn
+re-imports the main module, which on some runners is the SDK harness itself). The child
+writes nothing else on its stdout: whatever a parser prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from transforms.extract import Extracted, ExtractionError, extract, uses_parser
+
+ExtractFn = Callable[..., Extracted]
+
+# A cold child imports Python, pypdf, pypdfium2 and lxml; on a loaded 2-core machine that
+# takes seconds, never minutes. A child that is not ready by then is broken, not slow.
+_STARTUP_SECONDS = 120.0
+
+_HEADER = struct.Struct(">Q")
+
+_BOOT = (
+    "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+    "from transforms.isolation import _serve; _serve()"
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-document budgets.
+
+    ``timeout_seconds``: wall-clock time one document may spend in a parser. ``memory_mb``:
+    address space the parser may add on top of the warm child's own (RLIMIT_AS, Linux and
+    other POSIX systems; ignored where ``resource`` is missing). ``max_document_bytes``: a
+    listed object larger than this is a ``too_large`` error without being read.
+    ``max_pdf_pages``: a PDF with more pages is ``too_large``; ``None`` for no cap.
+    """
+
+    timeout_seconds: float = 120.0
+    memory_mb: int = 2048
+    max_document_bytes: int = 256 * 1024 * 1024
+    max_pdf_pages: int | None = 5000
+
+    def __post_init__(self) -> None:
+        if not self.timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be positive")
+        if self.memory_mb <= 0 or self.max_document_bytes <= 0:
+            raise ValueError("memory_mb and max_document_bytes must be positive")
+        if self.max_pdf_pages is not None and self.max_pdf_pages <= 0:
+            raise ValueError("max_pdf_pages must be positive")
+
+
+class IsolatedExtractor:
+    """Runs ``target(path, data, **options)`` in a long-lived child process.
+
+    ``__call__`` returns the target's ``Extracted`` or raises ``ExtractionError``: the
+    target's own, or ``timeout`` (the child was killed after ``timeout_seconds``), ``memory``
+    (the target hit the memory budget, or the child was SIGKILLed, which is what the kernel's
+    OOM killer sends) or ``corrupt`` (the child crashed, e.g. a segfault in a C parser). The
+    next call starts a fresh child. ``RuntimeError`` only if a child cannot start at all.
+    ``target`` must be a module-level function (it is pickled by reference).
+
+    Not thread-safe: one instance per DoFn instance, which Beam calls from one thread.
+    """
+
+    def __init__(
+        self, *, timeout_seconds: float, memory_mb: int, target: ExtractFn = extract
+    ) -> None:
+        self._timeout = timeout_seconds
+        self._memory_bytes = memory_mb * 1024 * 1024
+        self._target = target
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0  # children started so far; for tests and metrics
+
+    def __call__(self, path: str, data: bytes, **options: Any) -> Extracted:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._discard()  # died between documents (killed from outside): not this one's fault
+        proc = self._ensure_child()
+        try:
+            _write_frame(proc.stdin, (path, data, options))
+        except (BrokenPipeError, OSError):
+            # The child died between documents; one fresh child gets one more try.
+            self._discard()
+            proc = self._ensure_child()
+            _write_frame(proc.stdin, (path, data, options))
+        try:
+            reply = _read_frame(proc.stdout, deadline=time.monotonic() + self._timeout)
+        except TimeoutError:
+            self._discard()
+            raise ExtractionError(
+                "timeout", f"extraction took longer than {self._timeout:g} s; the parser was killed"
+            ) from None
+        except EOFError:
+            code = self._discard()
+            raise _death(code) from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, reason, message = reply
+        if reason == "memory":
+            # Its heap is fragmented or its C libraries half-initialised: start afresh.
+            self._discard()
+        raise ExtractionError(reason, message)
+
+    def close(self) -> None:
+        """Stops the child (if any); a later call starts a new one."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # EOF: the child exits on its own
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        self._discard()  # kills it if it did not exit; closes the pipes
+
+    def __enter__(self) -> IsolatedExtractor:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _ensure_child(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None:
+            return self._proc
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, json.dumps([os.path.abspath(p) for p in sys.path])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        try:
+            _write_frame(proc.stdin, (self._target, self._memory_bytes))
+            ready = _read_frame(proc.stdout, deadline=time.monotonic() + _STARTUP_SECONDS)
+        except (TimeoutError, EOFError, OSError) as e:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"the extraction child process did not start: {e!r}") from None
+        if ready != ("ready",):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"the extraction child process did not start: {ready!r}")
+        self.starts += 1
+        self._proc = proc
+        return proc
+
+    def _discard(self) -> int | None:
+        """Kills the child; returns its exit status."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        with contextlib.suppress(OSError):
+            proc.kill()
+        code = proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+        return code
+
+
+class Extractor:
+    """The extraction step of one DoFn instance: documents that need a third-party parser
+    (PDF, HTML, DOCX, JSON, CSV: see ``uses_parser``) go through an ``IsolatedExtractor``;
+    plain text, Markdown, reStructuredText and code are decoded in-process. Decoding is
+    bounded (linear time; memory a small multiple of the bytes, which
+    ``--max-document-bytes`` caps) and cannot hang, so a round trip to a child would only
+    cost time on the most common documents.
+
+    Callable like ``extract``; ``options`` are passed on to it.
+    """
+
+    def __init__(self, limits: Limits, *, target: ExtractFn | None = None, **options: Any) -> None:
+        self._options = {"max_pdf_pages": limits.max_pdf_pages, **options}
+        # Looked up here, not bound as a default, so a test can swap in a hostile parser.
+        target = extract if target is None else target
+        self._target = target
+        self._isolated = IsolatedExtractor(
+            timeout_seconds=limits.timeout_seconds, memory_mb=limits.memory_mb, target=target
+        )
+
+    def __call__(self, path: str, data: bytes) -> Extracted:
+        if not uses_parser(path, data):
+            return self._target(path, data, **self._options)
+        try:
+            return self._isolated(path, data, **self._options)
+        except ParserCrashed as e:
+            # --pdf-engine auto falls back to pypdf when pdfium fails on a file; a segfault
+            # in PDFium (C) is the hardest way to fail, and pypdf (Python) cannot segfault.
+            if e.reason != "corrupt" or self._options.get("pdf_engine") != "auto":
+                raise
+            return self._isolated(path, data, **{**self._options, "pdf_engine": "pypdf"})
+
+    def close(self) -> None:
+        self._isolated.close()
+
+
+class ParserCrashed(ExtractionError):
+    """The child died under a document (a signal or an unexpected exit): ``corrupt``, or
+    ``memory`` for SIGKILL. A subclass, so a caller can retry with another parser."""
+
+
+def _death(code: int | None) -> ExtractionError:
+    if code is not None and code < 0:
+        sig = -code
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if sig == signal.SIGKILL:
+            return ParserCrashed(
+                "memory", "the parser process was killed (SIGKILL, usually the OOM killer)"
+            )
+        return ParserCrashed("corrupt", f"the parser process crashed ({name})")
+    return ParserCrashed("corrupt", f"the parser process exited unexpectedly (status {code})")
+
+
+def _write_frame(stream: IO[bytes] | None, obj: Any) -> None:
+    assert stream is not None
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes] | None, *, deadline: float | None = None) -> Any:
+    """One frame; ``EOFError`` when the writer is gone, ``TimeoutError`` past ``deadline``."""
+    assert stream is not None
+    fd = stream.fileno()
+    header = _read_exact(fd, _HEADER.size, deadline)
+    (size,) = _HEADER.unpack(header)
+    return pickle.loads(_read_exact(fd, size, deadline))
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+# --- the child ----------------------------------------------------------------------------------
+
+
+def _address_space() -> int:
+    """This process's current virtual size in bytes (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _warm_up() -> None:
+    """Imports the parsers before the memory limit is set, so the budget is what one
+    document may use, not what loading libpdfium or lxml costs."""
+    for module in ("pypdfium2", "bs4", "lxml.etree", "docx", "charset_normalizer"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+
+
+def _limit_memory(budget: int) -> None:
+    try:
+        import resource
+    except ImportError:  # not POSIX: the time budget still holds
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = _address_space() + budget
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _serve() -> None:
+    """The child's loop: one request frame in, one reply frame out, until stdin closes."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a parser's print() must not corrupt the protocol
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+    target, memory_bytes = _read_frame(inp)
+    _warm_up()
+    _limit_memory(memory_bytes)
+    _write_frame(out, ("ready",))
+    while True:
+        try:
+            path, data, options = _read_frame(inp)
+        except EOFError:
+            return
+        fatal = False
+        try:
+            reply: tuple[Any, ...] = ("ok", target(path, data, **options))
+        except ExtractionError as e:
+            reply = ("error", e.reason, e.message)
+        except MemoryError:
+            reply, fatal = _memory_reply(memory_bytes), True
+        except Exception as e:  # a parser bug costs this document only
+            reply = ("error", "corrupt", f"{type(e).__name__}: {e}")
+        del data
+        try:
+            _write_frame(out, reply)
+        except MemoryError:  # e.g. pickling a huge text
+            _write_frame(out, _memory_reply(memory_bytes))
+            fatal = True
+        if fatal:
+            return
+
+
+def _memory_reply(memory_bytes: int) -> tuple[str, str, str]:
+    mb = memory_bytes // (1024 * 1024)
+    return ("error", "memory", f"extraction needed more than the {mb} MB memory budget")
