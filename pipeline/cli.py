@@ -12,13 +12,16 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, report, run_report
+from pipeline import graph, launch, report, run_report
 from pipeline.options import UsageError, build_parser, parse_report, parse_run
 from transforms import io as tio
 
 
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
+    if not launch.waits_for_job(graph.pipeline_options(settings)):
+        # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
+        return launch.submit(settings)
     started = time.monotonic()
     try:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
