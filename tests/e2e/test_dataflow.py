@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,22 @@ def test_remote_run_submits_prints_the_job_and_returns(tmp_path, capsys):
     assert "run r1  submitted to SubmitOnlyRunner: job job-42 (RUNNING)" in captured.out
     assert str(out / "runs" / "r1" / "_SUCCESS") in captured.out
     assert not (out / "LATEST").exists()  # publishing is the job's own last step
+
+
+def test_template_entry_point_builds_the_job_from_template_parameters(tmp_path):
+    # What the Flex Template launcher runs: main.py with --name=value parameters (argparse
+    # dests, as metadata.json names them) and Dataflow's options, without --runner.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nhello\n")
+    launched = subprocess.run(
+        [
+            sys.executable, str(DEPLOY / "main.py"),
+            f"--input={docs}/**", f"--output={tmp_path / 'out'}", "--max_tokens=300",
+            "--dry_run=True", "--project=acme-chunks", "--region=europe-west1",
+            "--temp_location=gs://acme-tmp/tmp",
+        ],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    assert "dry run: the DataflowRunner job was built, not submitted" in launched.stdout
