@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, launch, report, run_report
+from pipeline import graph, launch, report, run_report, runs
 from pipeline.options import UsageError, build_parser, parse_report, parse_run
 from transforms import io as tio
 
@@ -58,7 +58,7 @@ def report_run(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "report": report_run}
+COMMANDS = {"run": run, "report": report_run, "runs": runs.command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
