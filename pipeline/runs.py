@@ -46,10 +46,7 @@ def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
     """Every run folder under ``output`` (finished ones by start, then unfinished ones by
     last write) and the run ``LATEST`` names, if any."""
     pattern = FileSystems.join(output, tio.RUNS, "**")
-    try:
-        files = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # no runs/ yet (the local FS raises on a missing directory)
-        files = []
+    files = FileSystems.match([pattern])[0].metadata_list
     root = FileSystems.join(output, tio.RUNS) + "/"
     by_run: dict[str, list[Any]] = {}
     for meta in files:
@@ -59,7 +56,10 @@ def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
     runs = []
     for run_id, metas in by_run.items():
         success = [m for m in metas if m.path == FileSystems.join(root + run_id, tio.SUCCESS)]
-        report = json.loads(tio.read_text(success[0].path)) if success else {}
+        try:
+            report = json.loads(tio.read_text(success[0].path)) if success else {}
+        except ValueError:  # being written right now (local files are not atomic)
+            report = {}
         runs.append(
             RunInfo(
                 run_id=run_id,
@@ -70,7 +70,9 @@ def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
                 files=len(metas),
             )
         )
-    runs.sort(key=lambda r: (not r.finished, r.order if r.finished else ("", str(r.last_write))))
+    runs = sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
+        (r for r in runs if not r.finished), key=lambda r: r.last_write
+    )
     latest_path = FileSystems.join(output, tio.LATEST)
     latest = tio.read_text(latest_path).strip() if FileSystems.exists(latest_path) else None
     return runs, latest

@@ -157,14 +157,15 @@ def finished_runs(output: str) -> list[tuple[str, str]]:
     """``(started_at, run_id)`` of every run under ``output`` that has ``_SUCCESS``, oldest
     first."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
-    try:
-        found = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # no runs/ folder yet (the local FS raises on a missing directory)
-        return []
     runs = []
-    for meta in found:
+    for meta in FileSystems.match([pattern])[0].metadata_list:
         run_id = meta.path.rstrip("/").split("/")[-2]
-        started_at = json.loads(read_text(meta.path)).get("started_at", "")
+        try:
+            started_at = json.loads(read_text(meta.path)).get("started_at", "")
+        except ValueError:
+            # Another publisher is writing it (a local file appears before its content).
+            # Skipping is safe: that publisher lists again after its own write.
+            continue
         runs.append((started_at, run_id))
     return sorted(runs)
 
