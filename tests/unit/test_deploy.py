@@ -12,9 +12,11 @@ from pathlib import Path
 import apache_beam
 import pytest
 import yaml
-from apache_beam.options.pipeline_options import FlinkRunnerOptions
+from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
-from pipeline.launch import run_parser
+from pipeline import graph
+from pipeline.launch import run_parser, waits_for_job
+from pipeline.options import parse_run
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
@@ -118,3 +120,44 @@ def test_schedules_pass_only_stable_arguments(path):
 
 def test_schedules_cover_dataflow_airflow_and_flink():
     assert {p.suffix for p in SCHEDULES} == {".tf", ".py", ".yaml"}
+
+
+@pytest.mark.parametrize("path", [p for p in FLINK_YAML if "session" not in p.name], ids=str)
+def test_flink_submitters_are_accepted_by_the_cli_and_submit_and_return(path, tmp_path):
+    (doc,) = yaml.safe_load_all(path.read_text())
+    args = container_args(doc)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("hello\n")
+    local = {"--input": f"{tmp_path}/docs/**", "--output": str(tmp_path / "out")}
+    argv = [
+        f"{a.split('=')[0]}={local[a.split('=')[0]]}" if a.split("=")[0] in local else a
+        for a in args
+    ]
+    settings = parse_run(argv[1:])  # every flag is chunkmill's or Beam's
+    assert not waits_for_job(graph.pipeline_options(settings))
+
+
+def beam_option_names() -> set[str]:
+    captured: list = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=captured.append)
+    return {a.dest for a in captured[0]._actions}
+
+
+def test_dataflow_schedules_pass_only_template_parameters_or_beam_options():
+    meta = json.loads((DEPLOY / "dataflow" / "metadata.json").read_text())
+    allowed = {p["name"] for p in meta["parameters"]} | beam_option_names()
+    dag = ast.parse((DEPLOY / "schedules" / "chunkmill_dag.py").read_text())
+    (params,) = [
+        node.values[node.keys.index(key)]
+        for node in ast.walk(dag)
+        if isinstance(node, ast.Dict)
+        for key in node.keys
+        if isinstance(key, ast.Constant) and key.value == "parameters"
+    ]
+    dag_keys = {k.value for k in params.keys}
+    tf = (DEPLOY / "schedules" / "cloud_scheduler.tf").read_text()
+    block = re.search(r"parameters = \{(.*?)\}", tf, re.S)
+    assert block
+    tf_keys = set(re.findall(r"^\s*(\w+)\s*=", block.group(1), re.M))
+    for keys in (dag_keys, tf_keys):
+        assert {"input", "output", "sdk_container_image"} <= keys <= allowed, keys
