@@ -150,6 +150,8 @@ def publish(
 # write, so it sees every _SUCCESS written before it and repairs LATEST if a newer run
 # exists; a run that finishes later publishes later. So a stale run can never leave LATEST
 # naming an older run than one already finished (tests/unit/test_publish.py).
+# A round repeats only when a newer run published meanwhile; the bound stops a publisher
+# from chasing an endless stream of them (the last of those fixes LATEST itself).
 _PUBLISH_ROUNDS = 10
 
 
