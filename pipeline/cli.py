@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import graph, logs, progress, report, run_report
+from pipeline import graph, launch, logs, progress, report, run_report, runs
 from pipeline import plan as run_plan
 from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
 from transforms import io as tio
@@ -20,6 +20,9 @@ from transforms import io as tio
 
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
+    if not launch.waits_for_job(graph.pipeline_options(settings)):
+        # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
+        return launch.submit(settings)
     started = time.monotonic()
     shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
@@ -69,7 +72,7 @@ def plan(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "plan": plan, "report": report_run}
+COMMANDS = {"run": run, "plan": plan, "report": report_run, "runs": runs.command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
     for command in (run, plan, report):
         _add_log_level(command)
+    _add_runs_parser(sub)
     return parser
 
 
@@ -241,6 +242,35 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_runs_parser(sub: Any) -> None:
+    runs = sub.add_parser(
+        "runs", help="list the runs under an output prefix, or delete old ones", allow_abbrev=False
+    )
+    runs_sub = runs.add_subparsers(dest="runs_command", required=True, parser_class=_Parser)
+    listing = runs_sub.add_parser(
+        "list", help="every run: finished or not, started_at, counts, LATEST", allow_abbrev=False
+    )
+    listing.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    gc = runs_sub.add_parser(
+        "gc",
+        help="delete old runs: keeps LATEST and the N newest finished runs",
+        description="Never deletes LATEST or a run that may be in progress: a run without "
+        "_SUCCESS is kept unless --grace-hours is given and it wrote nothing for that long.",
+        allow_abbrev=False,
+    )
+    gc.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    gc.add_argument(
+        "--keep", type=_non_negative_int, required=True, metavar="N",
+        help="finished runs to keep besides LATEST (the N newest)",
+    )  # fmt: skip
+    gc.add_argument(
+        "--grace-hours", type=_positive_float, metavar="H",
+        help="also delete unfinished runs whose newest file is older than H hours "
+        "(default: never delete an unfinished run)",
+    )  # fmt: skip
+    gc.add_argument("--dry-run", action="store_true", help="print what would be deleted")
+
+
 def _positive_float(value: str) -> float:
     try:
         x = float(value)
@@ -259,6 +289,30 @@ def _ratio(value: str) -> float:
     if not 0 <= x <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value!r}")
     return x
+
+
+@dataclass(frozen=True)
+class RunsSettings:
+    command: str  # "list" | "gc"
+    output: str
+    keep: int = 0
+    grace_hours: float | None = None
+    dry_run: bool = False
+
+
+def parse_runs(argv: Sequence[str]) -> RunsSettings:
+    """Parse ``chunkmill runs list|gc`` arguments (without the ``runs`` word)."""
+    args = build_parser().parse_args(["runs", *argv])
+    output = _absolute(args.output).rstrip("/") or "/"
+    if args.runs_command == "list":
+        return RunsSettings(command="list", output=output)
+    return RunsSettings(
+        command="gc",
+        output=output,
+        keep=args.keep,
+        grace_hours=args.grace_hours,
+        dry_run=args.dry_run,
+    )
 
 
 def _positive_int(value: str) -> int:

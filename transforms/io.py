@@ -12,6 +12,7 @@ Layout of one run (DESIGN.md, output contract)::
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -161,8 +162,9 @@ def publish(
     run_id: str,
     report: dict[str, Any],
 ) -> str:
-    """Writes ``_SUCCESS`` (the run report), then replaces ``LATEST``. Idempotent, so a
-    retried bundle republishes the same thing. Publishes nothing when the share of failed
+    """Writes ``_SUCCESS`` (the run report), then points ``LATEST`` at the newest finished
+    run, which is this one unless a run that started later has already finished. Idempotent,
+    so a retried bundle republishes the same thing. Publishes nothing when the share of failed
     documents is over ``report["limits"]["max_error_ratio"]`` (see ``check_error_ratio``)."""
     check_error_ratio(counts, report.get("limits", {}).get("max_error_ratio"))
     base = run_dir(output, run_id)
@@ -174,12 +176,58 @@ def publish(
     }
     full = {**report, "counts": counts, "tables": tables}
     write_text(FileSystems.join(base, SUCCESS), json.dumps(full, indent=2, sort_keys=True) + "\n")
-    # Written beside and renamed over, so a reader never sees a half-written LATEST.
-    latest = FileSystems.join(output, LATEST)
-    staging = f"{latest}.{run_id}.tmp"
-    write_text(staging, run_id + "\n")
-    FileSystems.rename([staging], [latest])
+    point_latest_at_newest(output, run_id)
     return run_id
+
+
+# Two runs may finish at the same time (a slow night overlapping the next, a backfill beside
+# the schedule). chunkmill does not lock the output prefix: a lock on object storage needs a
+# conditional write FileSystems cannot express, and a dead run would hold it. Instead
+# publishing is safe under races: LATEST is not "the run that published last" but "the
+# newest finished run" (largest (started_at, run_id) among runs/*/_SUCCESS), and every
+# publisher re-checks after its own write. Whoever writes LATEST last then lists after that
+# write, so it sees every _SUCCESS written before it and repairs LATEST if a newer run
+# exists; a run that finishes later publishes later. So a stale run can never leave LATEST
+# naming an older run than one already finished (tests/unit/test_publish.py).
+# A round repeats only when a newer run published meanwhile; the bound stops a publisher
+# from chasing an endless stream of them (the last of those fixes LATEST itself).
+_PUBLISH_ROUNDS = 10
+
+
+def finished_runs(output: str) -> list[tuple[str, str]]:
+    """``(started_at, run_id)`` of every run under ``output`` that has ``_SUCCESS``, oldest
+    first."""
+    pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
+    runs = []
+    for meta in FileSystems.match([pattern])[0].metadata_list:
+        run_id = meta.path.rstrip("/").split("/")[-2]
+        try:
+            started_at = json.loads(read_text(meta.path)).get("started_at", "")
+        except ValueError:
+            # Another publisher is writing it (a local file appears before its content).
+            # Skipping is safe: that publisher lists again after its own write.
+            continue
+        runs.append((started_at, run_id))
+    return sorted(runs)
+
+
+def point_latest_at_newest(output: str, run_id: str) -> str:
+    """Makes ``LATEST`` name the newest finished run (which may not be ``run_id``); returns
+    the run it names."""
+    latest = FileSystems.join(output, LATEST)
+    for _ in range(_PUBLISH_ROUNDS):
+        newest = finished_runs(output)[-1][1]
+        # Written beside and renamed over, so a reader never sees a half-written LATEST.
+        staging = f"{latest}.{run_id}.tmp"
+        write_text(staging, newest + "\n")
+        FileSystems.rename([staging], [latest])
+        if finished_runs(output)[-1][1] == newest:
+            break
+    if newest != run_id:
+        logging.getLogger(__name__).warning(
+            "run %s finished after the newer run %s; LATEST keeps naming %s", run_id, newest, newest
+        )
+    return newest
 
 
 class PublishRun(beam.PTransform):

@@ -1,0 +1,183 @@
+"""``chunkmill runs list`` and ``chunkmill runs gc``: the runs under an output prefix, and
+deleting old ones. Everything goes through Beam's FileSystems, so gs:// works like a path.
+
+What "in progress" means. A run folder without ``_SUCCESS`` is either a job still running
+or one that died; storage alone cannot tell them apart, and a running job may write nothing
+for hours (tables are written at the end, after extraction). So ``gc`` never deletes an
+unfinished run unless told ``--grace-hours H``, and then only one whose newest file is
+older than H hours: choose H well above your longest run (a dead run costs storage only;
+deleting a live one loses that night). A finished run that is newer than LATEST (it is
+publishing right now) is never deleted, nor is the run LATEST names (the next run diffs
+against it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.options import parse_runs
+from transforms import io as tio
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    finished: bool
+    started_at: str | None  # from _SUCCESS; None while unfinished
+    counts: dict[str, Any] | None
+    last_write: float  # newest file's modification time, seconds since the epoch
+    files: int
+
+    @property
+    def order(self) -> tuple[str, str]:
+        """The order LATEST follows (transforms.io.finished_runs)."""
+        return (self.started_at or "", self.run_id)
+
+
+def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
+    """Every run folder under ``output`` (finished ones by start, then unfinished ones by
+    last write) and the run ``LATEST`` names, if any."""
+    pattern = FileSystems.join(output, tio.RUNS, "**")
+    files = FileSystems.match([pattern])[0].metadata_list
+    root = FileSystems.join(output, tio.RUNS) + "/"
+    by_run: dict[str, list[Any]] = {}
+    for meta in files:
+        if meta.path.startswith(root):
+            run_id = meta.path[len(root) :].split("/", 1)[0]
+            by_run.setdefault(run_id, []).append(meta)
+    runs = []
+    for run_id, metas in by_run.items():
+        success = [m for m in metas if m.path == FileSystems.join(root + run_id, tio.SUCCESS)]
+        try:
+            report = json.loads(tio.read_text(success[0].path)) if success else {}
+        except ValueError:  # being written right now (local files are not atomic)
+            report = {}
+        runs.append(
+            RunInfo(
+                run_id=run_id,
+                finished=bool(success),
+                started_at=report.get("started_at"),
+                counts=report.get("counts"),
+                last_write=max(m.last_updated_in_seconds for m in metas),
+                files=len(metas),
+            )
+        )
+    runs = sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
+        (r for r in runs if not r.finished), key=lambda r: r.last_write
+    )
+    latest_path = FileSystems.join(output, tio.LATEST)
+    latest = tio.read_text(latest_path).strip() if FileSystems.exists(latest_path) else None
+    return runs, latest
+
+
+@dataclass(frozen=True)
+class Decision:
+    run: RunInfo
+    delete: bool
+    reason: str
+
+
+def plan_gc(
+    runs: Sequence[RunInfo],
+    latest: str | None,
+    *,
+    keep: int,
+    grace_hours: float | None,
+    now: float,
+) -> list[Decision]:
+    """What ``gc`` does with each run: keeps LATEST, the ``keep`` newest other finished runs,
+    finished runs newer than LATEST, and unfinished runs unless ``grace_hours`` is given and
+    they wrote nothing for that long. Pure, so the policy is tested without storage."""
+    finished = sorted((r for r in runs if r.finished), key=lambda r: r.order, reverse=True)
+    newest = {r.run_id for r in [r for r in finished if r.run_id != latest][:keep]}
+    latest_order = next((r.order for r in finished if r.run_id == latest), None)
+    decisions = []
+    for run in runs:
+        if run.run_id == latest:
+            decisions.append(Decision(run, False, "LATEST"))
+        elif run.finished and run.run_id in newest:
+            decisions.append(Decision(run, False, f"one of the {keep} newest besides LATEST"))
+        elif run.finished and (latest_order is None or run.order > latest_order):
+            decisions.append(Decision(run, False, "finished after LATEST (publishing)"))
+        elif run.finished:
+            decisions.append(
+                Decision(run, True, f"finished, older than the {keep} kept besides LATEST")
+            )
+        else:
+            idle = (now - run.last_write) / 3600
+            if grace_hours is not None and idle > grace_hours:
+                decisions.append(
+                    Decision(run, True, f"unfinished, nothing written for {idle:.1f} h")
+                )
+            else:
+                hint = "" if grace_hours is not None else "; --grace-hours H deletes dead ones"
+                decisions.append(
+                    Decision(run, False, f"unfinished, last write {idle:.1f} h ago{hint}")
+                )
+    return decisions
+
+
+def delete_run(output: str, run_id: str) -> None:
+    path = tio.run_dir(output, run_id)
+    # Object stores delete a whole prefix when the path ends in "/"; the local file system
+    # deletes a directory tree when given the directory itself (with "/" it globs "*",
+    # which matches only the files directly inside).
+    FileSystems.delete([path + "/" if "://" in path else path])
+
+
+def format_list(runs: Sequence[RunInfo], latest: str | None, *, now: float) -> str:
+    header = ("RUN", "STATE", "STARTED_AT", "LISTED", "PROCESSED", "TO_EMBED", "REMOVED", "FAILED")
+    rows: list[tuple[str, ...]] = [header]
+    for r in runs:
+        c = r.counts or {}
+        keys = ("docs_listed", "docs_processed", "chunks_to_embed", "chunks_removed", "docs_failed")
+        state = (
+            "finished" if r.finished else f"unfinished ({(now - r.last_write) / 3600:.1f} h idle)"
+        )
+        started = r.started_at or "-"
+        rows.append((r.run_id, state, started, *(str(c.get(k, "-")) for k in keys)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for row, run in zip(rows, [None, *runs], strict=True):
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        if run is not None and run.run_id == latest:
+            line += "  <- LATEST"
+        lines.append(line)
+    if latest is not None and latest not in {r.run_id for r in runs}:
+        lines.append(f"LATEST names {latest!r}, which is not under runs/")
+    return "\n".join(lines)
+
+
+def command(argv: Sequence[str]) -> int:
+    """``chunkmill runs list|gc``."""
+    settings = parse_runs(argv)
+    now = time.time()
+    runs, latest = list_runs(settings.output)
+    if settings.command == "list":
+        if not runs:
+            print(f"no runs in {settings.output}")
+            return 0
+        print(format_list(runs, latest, now=now))
+        return 0
+    decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
+    verb = "would delete" if settings.dry_run else "deleted"
+    for d in decisions:
+        if d.delete and not settings.dry_run:
+            try:
+                delete_run(settings.output, d.run.run_id)
+            except Exception as e:
+                print(f"chunkmill: cannot delete run {d.run.run_id}: {e}", file=sys.stderr)
+                return 1
+        print(f"{verb if d.delete else 'kept'}  {d.run.run_id}  ({d.reason})")
+    deleted = sum(d.delete for d in decisions)
+    stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"{verb} {deleted} of {len(decisions)} runs in {settings.output} at {stamp}")
+    return 0

@@ -1,0 +1,103 @@
+"""Publishing under races: LATEST always ends naming the newest finished run, whatever
+order two publishers' steps interleave in; a stale run never moves it back."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import io as tio
+
+
+def report(run_id: str, started_at: str) -> dict:
+    return {"run_id": run_id, "started_at": started_at}
+
+
+def publish(output: Path, run_id: str, started_at: str) -> str:
+    return tio.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
+
+
+def latest(output: Path) -> str:
+    return (output / "LATEST").read_text().strip()
+
+
+def test_first_publish_names_itself(tmp_path):
+    publish(tmp_path, "r1", "2026-11-20T01:00:00Z")
+    assert latest(tmp_path) == "r1"
+    assert tio.finished_runs(str(tmp_path)) == [("2026-11-20T01:00:00Z", "r1")]
+
+
+def test_a_run_that_finishes_after_a_newer_one_does_not_move_latest_back(tmp_path, caplog):
+    publish(tmp_path, "night1", "2026-11-20T01:00:00Z")
+    publish(tmp_path, "night3", "2026-11-22T01:00:00Z")
+    # night2 started before night3 but was slow; it still publishes its run.
+    publish(tmp_path, "night2", "2026-11-21T01:00:00Z")
+    assert latest(tmp_path) == "night3"
+    assert (tmp_path / "runs" / "night2" / "_SUCCESS").exists()
+    assert "LATEST keeps naming night3" in caplog.text
+
+
+def test_order_is_started_at_not_the_run_id(tmp_path):
+    publish(tmp_path, "zzz-backfill", "2026-11-20T01:00:00Z")
+    publish(tmp_path, "aaa", "2026-11-21T01:00:00Z")
+    assert latest(tmp_path) == "aaa"
+
+
+def test_stale_rename_landing_last_is_repaired(tmp_path, monkeypatch):
+    """The worst interleaving: the older run lists the runs, then stalls just before its
+    rename while the newer run publishes completely; the older run's rename lands last."""
+    real_rename = FileSystems.rename
+    stalled = []
+
+    def rename(sources, destinations):
+        if sources[0].endswith(".old.tmp") and not stalled:
+            stalled.append(sources[0])
+            publish(tmp_path, "new", "2026-11-22T01:00:00Z")  # runs to the end meanwhile
+            assert latest(tmp_path) == "new"
+        return real_rename(sources, destinations)
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
+    publish(tmp_path, "old", "2026-11-21T01:00:00Z")
+    assert stalled, "the interleaving under test did not happen"
+    assert latest(tmp_path) == "new"
+
+
+def test_concurrent_publishers_leave_the_newest(tmp_path, monkeypatch):
+    real_rename = FileSystems.rename
+    rng = random.Random(7)
+    lock = threading.Lock()
+
+    def jittery_rename(sources, destinations):
+        with lock:
+            delay = rng.random() / 50
+        threading.Event().wait(delay)
+        return real_rename(sources, destinations)
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(jittery_rename))
+    runs = [(f"run{i:02d}", f"2026-11-{10 + i:02d}T01:00:00Z") for i in range(8)]
+    rng.shuffle(runs)
+    start = threading.Barrier(len(runs))
+
+    def go(run_id: str, started_at: str) -> None:
+        start.wait()
+        publish(tmp_path, run_id, started_at)
+
+    threads = [threading.Thread(target=go, args=run) for run in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert latest(tmp_path) == "run07"
+    assert not list(tmp_path.glob("LATEST.*.tmp"))
+
+
+@pytest.mark.parametrize("missing", ["", "runs"])
+def test_no_finished_runs(tmp_path, missing):
+    if missing:
+        (tmp_path / missing).mkdir()
+        (tmp_path / "runs" / "dead").mkdir()  # a run that never finished
+    assert tio.finished_runs(str(tmp_path)) == []

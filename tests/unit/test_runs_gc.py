@@ -1,0 +1,143 @@
+"""``chunkmill runs list`` / ``runs gc``: the keep policy as a pure function, then the CLI
+on run folders published by transforms.io.publish (the same code a pipeline runs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.runs import RunInfo, list_runs, plan_gc
+from transforms import io as tio
+
+NOW = 2_000_000_000.0
+HOUR = 3600.0
+
+
+def finished(run_id: str, day: int) -> RunInfo:
+    return RunInfo(run_id, True, f"2026-11-{day:02d}T01:00:00Z", {}, NOW - 1000, 5)
+
+
+def unfinished(run_id: str, idle_hours: float) -> RunInfo:
+    return RunInfo(run_id, False, None, None, NOW - idle_hours * HOUR, 3)
+
+
+def deleted(decisions) -> set[str]:
+    return {d.run.run_id for d in decisions if d.delete}
+
+
+def test_keeps_latest_and_the_n_newest_finished_besides_it():
+    runs = [finished(f"d{d}", d) for d in range(1, 7)]
+    assert deleted(plan_gc(runs, "d6", keep=2, grace_hours=None, now=NOW)) == {
+        "d1",
+        "d2",
+        "d3",
+    }
+    # LATEST is kept even when it is not among the newest (a newer run is publishing).
+    decisions = plan_gc(runs, "d3", keep=1, grace_hours=None, now=NOW)
+    assert deleted(decisions) == {"d1", "d2"}
+    assert {d.run.run_id: d.reason for d in decisions}["d5"] == "finished after LATEST (publishing)"
+    assert deleted(plan_gc(runs, "d6", keep=0, grace_hours=None, now=NOW)) == {
+        "d1", "d2", "d3", "d4", "d5"
+    }  # fmt: skip
+
+
+def test_unfinished_runs_are_kept_unless_idle_beyond_the_grace_period():
+    runs = [finished("d1", 1), finished("d2", 2), unfinished("dead", 72), unfinished("live", 0.5)]
+    assert deleted(plan_gc(runs, "d2", keep=0, grace_hours=None, now=NOW)) == {"d1"}
+    assert deleted(plan_gc(runs, "d2", keep=0, grace_hours=48, now=NOW)) == {"d1", "dead"}
+    assert deleted(plan_gc(runs, "d2", keep=0, grace_hours=100, now=NOW)) == {"d1"}
+
+
+def test_without_latest_nothing_finished_outside_keep_is_judged_older():
+    runs = [finished("d1", 1), finished("d2", 2)]
+    assert deleted(plan_gc(runs, None, keep=1, grace_hours=None, now=NOW)) == set()
+
+
+def publish(output: Path, run_id: str, day: int, counts: dict | None = None) -> None:
+    table = output / "runs" / run_id / "manifest"
+    table.mkdir(parents=True)
+    (table / "part-0.parquet").write_bytes(b"PAR1")
+    report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
+    tio.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
+
+
+def dead_run(output: Path, run_id: str, idle_hours: float) -> Path:
+    path = output / "runs" / run_id / "chunks" / "beam-temp-part-x" / "f.parquet"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"partial")
+    old = path.stat().st_mtime - idle_hours * HOUR
+    os.utime(path, (old, old))
+    return path
+
+
+@pytest.fixture
+def output(tmp_path) -> Path:
+    out = tmp_path / "out"
+    for day in (1, 2, 3, 4):
+        publish(out, f"night{day}", day, {"docs_listed": 10 * day, "chunks_to_embed": day})
+    dead_run(out, "crashed", idle_hours=50)
+    dead_run(out, "running", idle_hours=0.1)
+    return out
+
+
+def test_list_reads_runs_and_latest(output):
+    runs, latest = list_runs(str(output))
+    assert latest == "night4"
+    assert [r.run_id for r in runs[:4]] == ["night1", "night2", "night3", "night4"]
+    assert {r.run_id for r in runs[4:]} == {"crashed", "running"}
+    assert runs[3].counts == {"docs_listed": 40, "chunks_to_embed": 4}
+    assert not runs[4].finished and runs[4].started_at is None
+
+
+def test_runs_list_cli(output, capsys):
+    assert main(["runs", "list", "--output", str(output)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "STATE", "STARTED_AT"]
+    (latest_line,) = [line for line in lines if line.endswith("<- LATEST")]
+    assert latest_line.split()[:3] == ["night4", "finished", "2026-11-04T01:00:00Z"]
+    assert "40" in latest_line.split()
+    assert any(line.startswith("crashed") and "unfinished" in line for line in lines)
+
+
+def test_gc_dry_run_deletes_nothing_then_gc_deletes_the_plan(output, capsys):
+    before = sorted(p.name for p in (output / "runs").iterdir())
+    argv = ["runs", "gc", "--output", str(output), "--keep", "1", "--grace-hours", "48"]
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete  night1" in out and "would delete  crashed" in out
+    assert sorted(p.name for p in (output / "runs").iterdir()) == before
+
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in (output / "runs").iterdir()) == ["night3", "night4", "running"]
+    assert (output / "LATEST").read_text().strip() == "night4"
+
+
+def test_gc_never_deletes_unfinished_runs_without_grace(output, capsys):
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    assert "kept  crashed" in capsys.readouterr().out
+    assert sorted(p.name for p in (output / "runs").iterdir()) == ["crashed", "night4", "running"]
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["gc"], "--keep"),
+        (["gc", "--keep", "-1"], "--keep"),
+        (["gc", "--keep", "1", "--grace-hours", "0"], "--grace-hours"),
+        (["gc", "--keep", "1", "--grace-hours", "soon"], "--grace-hours"),
+        (["prune"], "prune"),
+    ],
+)
+def test_bad_runs_flags_are_one_line(args, names, tmp_path, capsys):
+    assert main(["runs", *args, "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and names in err
+
+
+def test_list_on_an_empty_prefix(tmp_path, capsys):
+    assert main(["runs", "list", "--output", str(tmp_path / "nothing")]) == 0
+    assert "no runs in" in capsys.readouterr().out
