@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms import io as tio
+from transforms import storage
 from transforms.config import ChunkingConfig, strategies
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
@@ -48,6 +49,7 @@ class RunSettings:
     config: ChunkingConfig
     beam_args: tuple[str, ...] = ()
     started_at: str = ""
+    billing_project: str | None = None  # requester-pays buckets: the project billed
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -138,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
+    _add_storage_flags(run)
     report = sub.add_parser(
         "report",
         help="summarise a finished run as an HTML page beside it (OUTPUT/runs/RUN/report.html)",
@@ -150,6 +153,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
     return parser
+
+
+def _add_storage_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--billing-project",
+        metavar="PROJECT",
+        help="project billed for reading requester-pays gs:// buckets (on s3://: agree to pay "
+        "as requester)",
+    )
+
+
+def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
+    """Every bucket named by an input or the output exists and can be listed: otherwise one
+    line naming the bucket and what was denied, before a graph is built."""
+    storage.use_anonymous_gcs_for_emulator()
+    seen: set[str] = set()
+    for uri in (*inputs, output):
+        if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
+            continue
+        seen.add(storage.bucket_url(uri))
+        flag = "--output" if uri == output else "--input"
+        try:
+            storage.check_bucket(uri, billing_project if flag == "--input" else None)
+        except storage.StoreAccessError as e:
+            raise UsageError(f"argument {flag}: {e}") from None
+        except Exception as e:  # no credentials, no network: still one line
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UsageError(
+                f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
+                f"{type(e).__name__}: {first}"
+            ) from None
 
 
 def _positive_int(value: str) -> int:
@@ -321,8 +355,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
 
     output = _absolute(args.output).rstrip("/") or "/"
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
+    # Beam's filesystems (s3:// needs its options, e.g. --s3_endpoint_url) are used below.
+    FileSystems.set_options(PipelineOptions(list(beam_args)))
+    _check_storage(inputs, output, args.billing_project)
     for pattern in inputs:
-        if not _has_match(pattern):
+        if not storage.has_match(pattern, args.billing_project):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
 
     if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
@@ -341,4 +378,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         config=config,
         beam_args=tuple(beam_args),
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        billing_project=args.billing_project,
     )
