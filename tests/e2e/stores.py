@@ -89,3 +89,58 @@ def s3_env(url: str) -> dict[str, str]:
         # No instance-metadata probing when a credential is missing.
         "AWS_EC2_METADATA_DISABLED": "true",
     }
+
+
+@contextmanager
+def store_env(env: dict[str, str]) -> Iterator[None]:
+    """Points the process at an emulator: sets ``env`` and drops the clients chunkmill and
+    Beam made before (and again after), so none of them talks to the wrong endpoint."""
+    from apache_beam.internal.gcp import auth
+
+    from transforms import storage
+
+    def reset() -> None:
+        storage._CLIENTS.clear()
+        auth._Credentials._credentials_init = False
+        auth._Credentials._credentials = None
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        reset()
+        try:
+            yield
+        finally:
+            reset()
+
+
+def read_table(prefix: str) -> list[dict]:
+    """Every row of the Parquet files under ``prefix`` (any store Beam's FileSystems reach)."""
+    import io
+
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    rows: list[dict] = []
+    (result,) = FileSystems.match([f"{prefix}/*.parquet"])
+    assert result.metadata_list, f"no Parquet file under {prefix}"
+    for m in sorted(result.metadata_list, key=lambda m: m.path):
+        with FileSystems.open(m.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            rows += pq.read_table(io.BytesIO(f.read())).to_pylist()
+    return rows
+
+
+def comparable(rows: list[dict], root: str) -> list[dict]:
+    """Rows with the store-specific parts taken out: ``source_uri`` relative to ``root``, and
+    the columns derived from the URI or the store's version (doc_id, chunk_id,
+    source_version) dropped; sorted, so two stores' tables compare equal."""
+    out = []
+    for r in rows:
+        r = {k: v for k, v in r.items() if k not in ("doc_id", "chunk_id", "source_version")}
+        assert r["source_uri"].startswith(root), (r["source_uri"], root)
+        r["source_uri"] = r["source_uri"][len(root) :]
+        if "message" in r:
+            r["message"] = r["message"].replace(root, "")
+        out.append(r)
+    return sorted(out, key=repr)
