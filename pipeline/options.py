@@ -164,10 +164,16 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _prepare_filesystems(beam_args: Sequence[str]) -> None:
+    """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
+    endpoint and keys from them); with a GCS emulator, no credential probing."""
+    FileSystems.set_options(PipelineOptions(list(beam_args)))
+    storage.use_anonymous_gcs_for_emulator()
+
+
 def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
     """Every bucket named by an input or the output exists and can be listed: otherwise one
     line naming the bucket and what was denied, before a graph is built."""
-    storage.use_anonymous_gcs_for_emulator()
     seen: set[str] = set()
     for uri in (*inputs, output):
         if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
@@ -300,6 +306,7 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
     be reported."""
     args = build_parser().parse_args(["report", *argv])
+    _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
     latest = FileSystems.join(output, tio.LATEST)
     run_id = args.run
@@ -355,8 +362,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
 
     output = _absolute(args.output).rstrip("/") or "/"
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
-    # Beam's filesystems (s3:// needs its options, e.g. --s3_endpoint_url) are used below.
-    FileSystems.set_options(PipelineOptions(list(beam_args)))
+    _prepare_filesystems(beam_args)
     _check_storage(inputs, output, args.billing_project)
     for pattern in inputs:
         if not storage.has_match(pattern, args.billing_project):

@@ -87,6 +87,10 @@ def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corp
     assert [k for k in keys if "LATEST" in k] == ["out/LATEST"]
     latest = s3.get_object(Bucket=OUT_BUCKET, Key="out/LATEST")["Body"].read()
     assert latest.decode().strip() == "r2"
+    # `chunkmill report` reaches the run on S3 too.
+    assert main(["report", "--output", out]) == 0
+    page = s3.get_object(Bucket=OUT_BUCKET, Key="out/runs/r2/report.html")["Body"].read()
+    assert b"r2" in page
 
 
 def test_read_is_pinned_to_the_listed_etag(s3):
