@@ -29,7 +29,7 @@ def _names(objects: int, prefixes: int) -> list[str]:
 
 def _time_listing(pattern: str, page_time: Callable[[], float]) -> dict[str, float]:
     started = time.perf_counter()
-    shards = storage.shards(pattern)
+    shards = list(storage.plan(pattern))
     planned = time.perf_counter() - started
     started = time.perf_counter()
     n = sum(1 for s in shards for _ in storage.list_shard(s))

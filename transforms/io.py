@@ -44,7 +44,7 @@ class ListFiles(beam.PTransform):
 
     An object matched by two patterns is listed once; objects under ``exclude_prefix`` (the
     output location, when a pattern covers it) are not listed, nor are directory markers.
-    Listing is sharded by prefix (``transforms.storage.shards``) and the shards redistributed,
+    Listing is sharded by prefix (``transforms.storage.plan``) and the shards redistributed,
     so a large bucket is listed by many workers; the final ``Reshuffle`` breaks fusion with
     the cheap listing so the expensive per-document work fans out across workers.
     ``billing_project`` is the project billed for requester-pays buckets.
@@ -69,7 +69,7 @@ class ListFiles(beam.PTransform):
         return (
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
-            | "Shard" >> beam.FlatMap(storage.shards, billing_project=self._billing_project)
+            | "Shard" >> beam.FlatMap(storage.plan, billing_project=self._billing_project)
             | "SpreadShards" >> beam.Reshuffle()
             | "ListShard" >> beam.FlatMap(storage.list_shard)
             | "Keep" >> beam.Filter(lambda f: not (exclude and f.uri.startswith(exclude)))

@@ -17,10 +17,10 @@ carried over unread (``transforms.document.is_unchanged_by_listing``):
 An object gone between listing and reading raises ``SourceVanished``. Names ending in ``/``
 (zero-byte "directory markers" that consoles create) are never listed.
 
-Listing is sharded for object stores: ``shards`` splits a pattern into one shard per
-top-level prefix under its fixed part (one delimiter listing), and ``list_shard`` lists one
-shard; ``transforms.io.ListFiles`` redistributes the shards between the two, so a bucket of
-millions of objects is listed by many workers at once.
+Listing is sharded for object stores: ``plan`` lists one level under a pattern's fixed part
+with a delimiter, giving the objects there and one shard per sub-prefix, and ``list_shard``
+lists one shard; ``transforms.io.ListFiles`` redistributes the shards between the two, so a
+bucket of millions of objects is listed by many workers at once.
 
 Credentials come from where each SDK looks by default (Application Default Credentials for
 GCS; the AWS environment, config files and instance roles for S3; each fsspec
@@ -182,33 +182,45 @@ def use_anonymous_gcs_for_emulator() -> None:
 # Listing
 
 
-def shards(pattern: str, billing_project: str | None = None) -> list[Shard]:
-    """Splits the listing of ``pattern`` into shards that can be listed in parallel.
+def plan(pattern: str, billing_project: str | None = None) -> Iterator[Shard | SourceFile]:
+    """Splits the listing of ``pattern`` into work that can be done in parallel.
 
-    For an object store: one shard for the objects directly under the pattern's fixed prefix,
-    and, when the pattern can match below it, one shard per sub-prefix found there with one
-    delimiter listing. Elsewhere the pattern is one shard.
+    For an object store, one delimiter listing of the pattern's fixed prefix gives the
+    objects directly under it (yielded as ``SourceFile``, already listed) and its sub-prefixes
+    (yielded as one ``Shard`` each, when the pattern can match below them). Elsewhere the
+    pattern is one shard. ``list_shard`` turns each item into objects.
     """
     k = kind(pattern)
     if k not in ("gcs", "s3"):
-        return [Shard(pattern, billing_project=billing_project)]
-    _, key = split_bucket(pattern)
+        yield Shard(pattern, billing_project=billing_project)
+        return
+    bucket, key = split_bucket(pattern)
     prefix = fixed_prefix(key)
     if prefix == key:  # no glob: one object (or nothing)
-        return [Shard(pattern, prefix, recursive=False, billing_project=billing_project)]
-    # Cut back to a "directory": the delimiter listing below groups by the next "/".
+        yield Shard(pattern, prefix, recursive=False, billing_project=billing_project)
+        return
+    # Cut back to a "directory": the delimiter listing groups by the next "/".
     base = prefix[: prefix.rfind("/") + 1]
     rest = key[len(base) :]
-    top = [Shard(pattern, base, recursive=False, billing_project=billing_project)]
-    if "/" not in rest and "**" not in rest:
-        return top  # e.g. docs/*.md: nothing below the first level can match
-    lister = _gcs_prefixes if k == "gcs" else _s3_prefixes
-    subs = lister(pattern, base, billing_project)
-    return top + [Shard(pattern, p, True, billing_project) for p in sorted(subs)]
+    descend = "/" in rest or "**" in rest  # e.g. not docs/*.md: nothing below can match
+    match = _matcher(key).fullmatch
+    level = _gcs_level if k == "gcs" else _s3_level
+    for entry in level(pattern, base, billing_project):
+        if isinstance(entry, str):
+            if descend:
+                yield Shard(pattern, entry, True, billing_project)
+        elif not is_directory_marker(entry[0]) and match(entry[0]):
+            name, size, version = entry
+            yield SourceFile(f"{scheme(pattern)}://{bucket}/{name}", size, version)
 
 
-def list_shard(shard: Shard) -> Iterator[SourceFile]:
-    """The objects of one shard that match its pattern, with their listing versions."""
+def list_shard(item: Shard | SourceFile) -> Iterator[SourceFile]:
+    """The objects of one shard that match its pattern, with their listing versions (an
+    object ``plan`` already listed passes through)."""
+    if isinstance(item, SourceFile):
+        yield item
+        return
+    shard = item
     k = kind(shard.pattern)
     if k == "beam":
         yield from _list_beam(shard.pattern)
@@ -229,7 +241,7 @@ def list_shard(shard: Shard) -> Iterator[SourceFile]:
 
 def has_match(pattern: str, billing_project: str | None = None) -> bool:
     """Whether ``pattern`` matches at least one object (stops at the first)."""
-    return any(True for s in shards(pattern, billing_project) for _ in list_shard(s))
+    return any(True for item in plan(pattern, billing_project) for _ in list_shard(item))
 
 
 def _list_beam(pattern: str) -> Iterator[SourceFile]:
@@ -243,12 +255,17 @@ def _gcs_bucket(uri: str, billing_project: str | None) -> Any:
     return _gcs_client().bucket(split_bucket(uri)[0], user_project=billing_project)
 
 
-def _gcs_prefixes(pattern: str, base: str, billing_project: str | None) -> list[str]:
-    # Pages hold up to 1,000 entries; the prefixes are known once every page is read.
+# One level of a delimiter listing: objects directly under ``base`` as (name, size,
+# version), and the sub-prefixes as strings.
+Entry = tuple[str, int, str] | str
+
+
+def _gcs_level(pattern: str, base: str, billing_project: str | None) -> Iterator[Entry]:
     blobs = _gcs_bucket(pattern, billing_project).list_blobs(prefix=base, delimiter="/")
-    for _ in blobs:
-        pass
-    return list(blobs.prefixes)
+    for b in blobs:
+        yield b.name, int(b.size or 0), f"gen={b.generation}"
+    # The client gathers the prefixes page by page; all are known once every page is read.
+    yield from sorted(blobs.prefixes)
 
 
 def _gcs_objects(
@@ -280,9 +297,17 @@ def _s3_pages(
     yield from _s3_client().get_paginator("list_objects_v2").paginate(**kwargs)
 
 
-def _s3_prefixes(pattern: str, base: str, billing_project: str | None) -> list[str]:
-    pages = _s3_pages(pattern, base, "/", billing_project)
-    return [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+def _s3_level(pattern: str, base: str, billing_project: str | None) -> Iterator[Entry]:
+    for page in _s3_pages(pattern, base, "/", billing_project):
+        for o in page.get("Contents", []):
+            yield _s3_entry(o)
+        for p in page.get("CommonPrefixes", []):
+            yield p["Prefix"]
+
+
+def _s3_entry(o: dict[str, Any]) -> tuple[str, int, str]:
+    size = int(o["Size"])
+    return o["Key"], size, f"etag={o['ETag'].strip(chr(34))};size={size}"
 
 
 def _s3_objects(
@@ -290,8 +315,7 @@ def _s3_objects(
 ) -> Iterator[tuple[str, int, str]]:
     for page in _s3_pages(pattern, prefix, None if recursive else "/", billing_project):
         for o in page.get("Contents", []):
-            size = int(o["Size"])
-            yield o["Key"], size, f"etag={o['ETag'].strip(chr(34))};size={size}"
+            yield _s3_entry(o)
 
 
 def _fsspec_fs(uri: str) -> tuple[Any, str]:

@@ -95,7 +95,7 @@ def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corp
 
 def test_read_is_pinned_to_the_listed_etag(s3):
     s3.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"first version")
-    (listed,) = [f for s in storage.shards(f"s3://{BUCKET}/docs/*") for f in storage.list_shard(s)]
+    (listed,) = [f for x in storage.plan(f"s3://{BUCKET}/docs/*") for f in storage.list_shard(x)]
     assert storage.read_object(listed.uri, listed.version) == b"first version"
     s3.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"second version, longer")
     with pytest.raises(storage.SourceChanged, match="overwritten"):

@@ -12,6 +12,7 @@ from google.api_core import exceptions as gexc
 
 from transforms import storage
 from transforms.storage import Shard
+from transforms.types import SourceFile
 
 
 @pytest.mark.parametrize(
@@ -48,24 +49,39 @@ def test_split_bucket_needs_a_bucket():
         storage.split_bucket("gs:///x")
 
 
-def test_object_store_patterns_shard_by_top_level_prefix(monkeypatch):
-    monkeypatch.setattr(storage, "_gcs_prefixes", lambda pattern, base, bp: ["docs/b/", "docs/a/"])
-    got = storage.shards("gs://bk/docs/**", billing_project="payer")
+def test_object_store_patterns_list_one_level_then_shard_by_prefix(monkeypatch):
+    level = [
+        ("docs/top.md", 3, "gen=1"),
+        ("docs/", 0, "gen=2"),  # a directory marker
+        ("docs/skip.txt", 3, "gen=3"),
+        "docs/a/",
+        "docs/b/",
+    ]
+    monkeypatch.setattr(storage, "_gcs_level", lambda pattern, base, bp: iter(level))
+    got = list(storage.plan("gs://bk/docs/**.md", billing_project="payer"))
     assert got == [
-        Shard("gs://bk/docs/**", "docs/", recursive=False, billing_project="payer"),
-        Shard("gs://bk/docs/**", "docs/a/", recursive=True, billing_project="payer"),
-        Shard("gs://bk/docs/**", "docs/b/", recursive=True, billing_project="payer"),
+        SourceFile("gs://bk/docs/top.md", 3, "gen=1"),
+        Shard("gs://bk/docs/**.md", "docs/a/", recursive=True, billing_project="payer"),
+        Shard("gs://bk/docs/**.md", "docs/b/", recursive=True, billing_project="payer"),
+    ]
+    # A pattern that cannot match below its level lists that level only.
+    assert list(storage.plan("gs://bk/docs/*.md")) == [
+        SourceFile("gs://bk/docs/top.md", 3, "gen=1")
     ]
 
 
-def test_a_pattern_that_cannot_reach_below_its_level_is_one_shard(monkeypatch):
+def test_plan_of_one_object_or_a_local_pattern_is_one_shard(monkeypatch):
     def never(*_):
         raise AssertionError("no delimiter listing needed")
 
-    monkeypatch.setattr(storage, "_s3_prefixes", never)
-    assert storage.shards("s3://bk/docs/*.md") == [Shard("s3://bk/docs/*.md", "docs/", False)]
-    assert storage.shards("s3://bk/docs/a.md") == [Shard("s3://bk/docs/a.md", "docs/a.md", False)]
-    assert storage.shards("/local/**") == [Shard("/local/**")]
+    monkeypatch.setattr(storage, "_s3_level", never)
+    assert list(storage.plan("s3://bk/docs/a.md")) == [
+        Shard("s3://bk/docs/a.md", "docs/a.md", False)
+    ]
+    assert list(storage.plan("/local/**")) == [Shard("/local/**")]
+    assert list(storage.list_shard(SourceFile("s3://bk/x", 1, "v"))) == [
+        SourceFile("s3://bk/x", 1, "v")
+    ]
 
 
 def test_shard_listing_filters_by_glob_and_drops_directory_markers(monkeypatch):
@@ -113,7 +129,7 @@ def memfs():
 
 
 def test_fsspec_listing_and_reading(memfs):
-    listed = [f for s in storage.shards("memory://corpus/**") for f in storage.list_shard(s)]
+    listed = [f for s in storage.plan("memory://corpus/**") for f in storage.list_shard(s)]
     assert sorted((f.uri, f.size_bytes) for f in listed) == [
         ("memory:///corpus/a.md", 5),
         ("memory:///corpus/c.bin", 1),
@@ -136,7 +152,7 @@ def test_fsspec_read_of_a_changed_or_deleted_object(memfs):
 def test_local_file_deleted_after_listing_vanishes(tmp_path: Path):
     path = tmp_path / "a.md"
     path.write_text("x")
-    (listed,) = [f for s in storage.shards(str(tmp_path / "*")) for f in storage.list_shard(s)]
+    (listed,) = [f for s in storage.plan(str(tmp_path / "*")) for f in storage.list_shard(s)]
     assert listed.version and listed.version.startswith("size=1;mtime=")
     path.unlink()
     with pytest.raises(storage.SourceVanished):
