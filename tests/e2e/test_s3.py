@@ -93,6 +93,33 @@ def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corp
     assert b"r2" in page
 
 
+def test_objects_overwritten_or_deleted_mid_run_are_error_rows(s3, corpus, monkeypatch):
+    root = upload(s3, corpus)
+    out = f"s3://{OUT_BUCKET}/out"
+    real = storage.read_object
+
+    def meddle_then_read(uri, version=None, **kwargs):
+        # FnApiRunner runs the DoFns in this process, so the patch reaches the read stage.
+        if uri.endswith("notes.txt"):
+            s3.put_object(Bucket=BUCKET, Key="docs/notes.txt", Body=b"rewritten meanwhile")
+        if uri.endswith("faq.md"):
+            s3.delete_object(Bucket=BUCKET, Key="docs/guides/faq.md")
+        return real(uri, version, **kwargs)
+
+    monkeypatch.setattr(storage, "read_object", meddle_then_read)
+    run("--input", f"{root}**", "--output", out, "--run-id", "r1")
+    c = report(out, "r1")["counts"]
+    assert (c["docs_listed"], c["docs_processed"]) == (6, 3)
+    assert c["failed_by_reason"] == {"changed": 1, "corrupt": 1, "vanished": 1}
+    reasons = {
+        r["source_uri"][len(root) :]: r["reason"] for r in read_table(f"{out}/runs/r1/errors")
+    }
+    assert reasons == {"notes.txt": "changed", "guides/faq.md": "vanished", "broken.pdf": "corrupt"}
+    # Neither half-read document left a chunk behind.
+    uris = {r["source_uri"] for r in read_table(f"{out}/runs/r1/manifest")}
+    assert f"{root}notes.txt" not in uris and f"{root}guides/faq.md" not in uris
+
+
 def test_read_is_pinned_to_the_listed_etag(s3):
     s3.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"first version")
     (listed,) = [f for x in storage.plan(f"s3://{BUCKET}/docs/*") for f in storage.list_shard(x)]
