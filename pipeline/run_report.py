@@ -278,6 +278,7 @@ def read_run(output: str, run_id: str) -> RunStats:
 # The counts of _SUCCESS in the order the page lists them, with their labels.
 COUNT_LABELS = {
     "docs_listed": "documents listed",
+    "docs_read": "documents read (the rest were carried over unread)",
     "docs_processed": "documents processed (new or changed)",
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
