@@ -241,6 +241,11 @@ def list_shard(item: Shard | SourceFile) -> Iterator[SourceFile]:
 
 def has_match(pattern: str, billing_project: str | None = None) -> bool:
     """Whether ``pattern`` matches at least one object (stops at the first)."""
+    if kind(pattern) == "beam":
+        try:
+            return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
+        except Exception:  # Beam raises for a pattern whose directory does not exist
+            return False
     return any(True for item in plan(pattern, billing_project) for _ in list_shard(item))
 
 
