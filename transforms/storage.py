@@ -141,7 +141,9 @@ def _gcs_client() -> Any:
             from google.cloud import storage  # type: ignore[attr-defined]
 
             # With STORAGE_EMULATOR_HOST set the client talks to the emulator anonymously;
-            # otherwise Application Default Credentials.
+            # otherwise Application Default Credentials. Beam's GcsIO in this (worker)
+            # process, which writes the tables, likewise.
+            use_anonymous_gcs_for_emulator()
             client = _CLIENTS[("gcs", None)] = storage.Client()
         return client
 
