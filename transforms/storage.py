@@ -201,13 +201,13 @@ def plan(pattern: str, billing_project: str | None = None) -> Iterator[Shard | S
     if prefix == key:  # no glob: one object (or nothing)
         yield Shard(pattern, prefix, recursive=False, billing_project=billing_project)
         return
-    # Cut back to a "directory": the delimiter listing groups by the next "/".
-    base = prefix[: prefix.rfind("/") + 1]
-    rest = key[len(base) :]
+    # What follows the last "/" of the fixed part decides whether anything deeper can match.
+    rest = key[prefix.rfind("/") + 1 :]
     descend = "/" in rest or "**" in rest  # e.g. not docs/*.md: nothing below can match
     match = _matcher(key).fullmatch
     level = _gcs_level if k == "gcs" else _s3_level
-    for entry in level(pattern, base, billing_project):
+    # The delimiter listing groups names under the fixed prefix by their next "/".
+    for entry in level(pattern, prefix, billing_project):
         if isinstance(entry, str):
             if descend:
                 yield Shard(pattern, entry, True, billing_project)

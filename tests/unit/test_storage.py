@@ -210,3 +210,16 @@ def test_denied_bucket_is_one_line_naming_bucket_and_permission(monkeypatch):
     assert "\n" not in message
     assert message.startswith("permission denied on bucket gs://secret: listing objects")
     assert "storage.objects.list" in message
+
+
+def test_the_delimiter_listing_starts_at_the_whole_fixed_prefix(monkeypatch):
+    calls = []
+
+    def level(pattern, prefix, bp):
+        calls.append(prefix)
+        return iter([("docs/ab.md", 1, "gen=1"), "docs/ab/"])
+
+    monkeypatch.setattr(storage, "_gcs_level", level)
+    got = list(storage.plan("gs://bk/docs/a*/**"))
+    assert calls == ["docs/a"]
+    assert got == [Shard("gs://bk/docs/a*/**", "docs/ab/", True)]  # docs/ab.md: no match
