@@ -8,6 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.options import DEFAULT_RUNNER, RunSettings
 from transforms import io as tio
 from transforms.core import ChunkCorpus
+from transforms.storage import ObjectReader
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
@@ -19,9 +20,14 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
-    files = p | "ListDocuments" >> tio.ListFiles(settings.inputs, exclude_prefix=settings.output)
+    files = p | "ListDocuments" >> tio.ListFiles(
+        settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
+    )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
-    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(config=settings.config)
+    reader = ObjectReader(billing_project=settings.billing_project)
+    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
+        config=settings.config, read_bytes=reader
+    )
     written = tables | "WriteTables" >> tio.WriteTables(settings.output, settings.run_id)
     _ = {"counts": tables["counts"], "written": written} | "Publish" >> tio.PublishRun(
         settings.output, settings.run_id, settings.report()

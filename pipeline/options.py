@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms import io as tio
+from transforms import storage
 from transforms.config import ChunkingConfig, strategies
 from transforms.extract import PDF_ENGINES
 from transforms.isolation import Limits
@@ -53,6 +54,7 @@ class RunSettings:
     beam_args: tuple[str, ...] = ()
     started_at: str = ""
     max_error_ratio: float | None = None  # None: off
+    billing_project: str | None = None  # requester-pays buckets: the project billed
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -149,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
     _add_extraction_flags(run)
+    _add_storage_flags(run)
     plan = sub.add_parser(
         "plan",
         help="what `run` would do with the same flags: documents new, changed, unchanged and "
@@ -315,6 +318,43 @@ def parse_runs(argv: Sequence[str]) -> RunsSettings:
     )
 
 
+def _add_storage_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--billing-project",
+        metavar="PROJECT",
+        help="project billed for reading requester-pays gs:// buckets (on s3://: agree to pay "
+        "as requester)",
+    )
+
+
+def _prepare_filesystems(beam_args: Sequence[str]) -> None:
+    """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
+    endpoint and keys from them); with a GCS emulator, no credential probing."""
+    FileSystems.set_options(PipelineOptions(list(beam_args)))
+    storage.use_anonymous_gcs_for_emulator()
+
+
+def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
+    """Every bucket named by an input or the output exists and can be listed: otherwise one
+    line naming the bucket and what was denied, before a graph is built."""
+    seen: set[str] = set()
+    for uri in (*inputs, output):
+        if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
+            continue
+        seen.add(storage.bucket_url(uri))
+        flag = "--output" if uri == output else "--input"
+        try:
+            storage.check_bucket(uri, billing_project if flag == "--input" else None)
+        except storage.StoreAccessError as e:
+            raise UsageError(f"argument {flag}: {e}") from None
+        except Exception as e:  # no credentials, no network: still one line
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UsageError(
+                f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
+                f"{type(e).__name__}: {first}"
+            ) from None
+
+
 def _positive_int(value: str) -> int:
     n = _non_negative_int(value)
     if n == 0:
@@ -447,6 +487,7 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
     be reported."""
     args = build_parser().parse_args(["report", *argv])
+    _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
     latest = FileSystems.join(output, tio.LATEST)
     run_id = args.run
@@ -515,8 +556,10 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
 
     output = _absolute(args.output).rstrip("/") or "/"
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
+    _prepare_filesystems(beam_args)
+    _check_storage(inputs, output, args.billing_project)
     for pattern in inputs:
-        if not _has_match(pattern):
+        if not storage.has_match(pattern, args.billing_project):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
 
     _check_writable(output)
@@ -537,4 +580,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         beam_args=tuple(beam_args),
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         max_error_ratio=args.max_error_ratio,
+        billing_project=args.billing_project,
     )

@@ -13,11 +13,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from transforms import document, ids, isolation, schema
+from transforms import document, ids, isolation, schema, storage
 from transforms.config import Chunking, ChunkingConfig
 from transforms.types import SourceFile, WorkItem
 
@@ -53,14 +51,10 @@ _CHUNKS = "chunks"
 ReadBytes = Callable[[str], bytes]
 
 
-def read_file(uri: str) -> bytes:
-    """Read a whole object through Beam's FileSystems (local, gs://, ...).
-
-    Compression is never inferred from the name: a ``.gz`` document is bytes to extract, not
-    a stream to inflate.
-    """
-    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read()
+# Reads a whole object from any store (local, gs://, s3://, fsspec), pinned to the version
+# the listing saw where the store allows it (``transforms.storage.read_object``). Compression
+# is never inferred from the name: a ``.gz`` document is bytes to extract, not a stream.
+read_file = storage.ObjectReader()
 
 
 def _key_listed(f: SourceFile) -> tuple[str, SourceFile]:
@@ -148,8 +142,15 @@ class _ProcessDocuments(beam.DoFn):
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         try:
-            data = self._read_bytes(item.uri)
-        except Exception as e:  # vanished, permission denied, network: one document's loss
+            if getattr(self._read_bytes, "pins_versions", False):
+                data = self._read_bytes(item.uri, item.version)  # type: ignore[call-arg]
+            else:
+                data = self._read_bytes(item.uri)
+        except storage.SourceVanished as e:  # deleted since the listing
+            return document.failed(item, "read", storage.VANISHED, str(e))
+        except storage.SourceChanged as e:  # overwritten since the listing: read next run
+            return document.failed(item, "read", storage.CHANGED, str(e))
+        except Exception as e:  # permission denied, network: one document's loss
             return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))

@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import schema
-from transforms.types import SourceFile, source_version
+from transforms import schema, storage
+from transforms.types import SourceFile
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -38,33 +37,44 @@ def table_dir(output: str, run_id: str, table: str) -> str:
     return FileSystems.join(run_dir(output, run_id), table)
 
 
-def _listed(m: Any) -> tuple[str, tuple[int, str]]:
-    size = int(m.size_in_bytes)
-    return m.path, (size, source_version(size, m.last_updated_in_seconds) or "")
+def _listed(f: SourceFile) -> tuple[str, tuple[int, str]]:
+    return f.uri, (f.size_bytes, f.version or "")
 
 
 class ListFiles(beam.PTransform):
     """Glob patterns → ``PCollection[SourceFile]``, one per object, redistributed.
 
     An object matched by two patterns is listed once; objects under ``exclude_prefix`` (the
-    output location, when a pattern covers it) are not listed. The ``Reshuffle`` breaks fusion
-    with the cheap listing so the expensive per-document work fans out across workers.
+    output location, when a pattern covers it) are not listed, nor are directory markers.
+    Listing is sharded by prefix (``transforms.storage.plan``) and the shards redistributed,
+    so a large bucket is listed by many workers; the final ``Reshuffle`` breaks fusion with
+    the cheap listing so the expensive per-document work fans out across workers.
+    ``billing_project`` is the project billed for requester-pays buckets.
     """
 
-    def __init__(self, patterns: Sequence[str], *, exclude_prefix: str | None = None) -> None:
+    def __init__(
+        self,
+        patterns: Sequence[str],
+        *,
+        exclude_prefix: str | None = None,
+        billing_project: str | None = None,
+    ) -> None:
         super().__init__()
         if not patterns:
             raise ValueError("ListFiles needs at least one pattern")
         self._patterns = list(patterns)
         self._exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
+        self._billing_project = billing_project
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         exclude = self._exclude
         return (
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
-            | "Match" >> fileio.MatchAll()
-            | "Keep" >> beam.Filter(lambda m: not (exclude and m.path.startswith(exclude)))
+            | "Shard" >> beam.FlatMap(storage.plan, billing_project=self._billing_project)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "ListShard" >> beam.FlatMap(storage.list_shard)
+            | "Keep" >> beam.Filter(lambda f: not (exclude and f.uri.startswith(exclude)))
             | "KeyByUri" >> beam.Map(_listed)
             # Two patterns matching one object give the same metadata; max only makes the
             # choice independent of order if a store answered differently.
