@@ -29,7 +29,9 @@ SCHEDULES = sorted((DEPLOY / "schedules").iterdir())
 
 
 def beam_pin() -> str:
-    (pin,) = re.findall(r'"apache-beam\[gcp\]==([0-9.]+)"', (ROOT / "pyproject.toml").read_text())
+    (pin,) = re.findall(
+        r'"apache-beam\[[a-z,]+\]==([0-9.]+)"', (ROOT / "pyproject.toml").read_text()
+    )
     return pin
 
 
