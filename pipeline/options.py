@@ -274,22 +274,23 @@ def _add_runs_parser(sub: Any) -> None:
     gc.add_argument("--dry-run", action="store_true", help="print what would be deleted")
 
 
-def _positive_float(value: str) -> float:
+def _number(value: str) -> float:
     try:
-        x = float(value)
+        return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+
+
+def _positive_float(value: str) -> float:
+    x = _number(value)
     if not (x > 0 and math.isfinite(x)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
     return x
 
 
 def _ratio(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
-    if not 0 <= x <= 1:
+    x = _number(value)
+    if not 0 <= x <= 1:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value!r}")
     return x
 

@@ -41,19 +41,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.options import RunSettings
 from transforms import ids
+from transforms import io as tio
 from transforms.config import ChunkingConfig
 from transforms.types import source_version
 
 _LOG = logging.getLogger(__name__)
 
-# Rows per record batch read from a manifest file: bounds memory whatever the file's size.
-_BATCH_ROWS = 64 * 1024
 # Per-document partial summaries are re-aggregated once they hold this many rows.
 _COMPACT_ROWS = 1_000_000
 # Documents named per category in the terminal; the rest are counted.
@@ -253,15 +250,6 @@ _SUMMARY = pa.schema(
 )
 
 
-def _batches(paths: Sequence[str], columns: Sequence[str]) -> Iterator[pa.Table]:
-    for path in paths:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for batch in pq.ParquetFile(f).iter_batches(
-                batch_size=_BATCH_ROWS, columns=list(columns)
-            ):
-                yield pa.Table.from_batches([batch])
-
-
 def summarise_prior(batches: Iterable[pa.Table], fingerprint: str) -> pa.Table:
     """One row per prior document (schema ``_SUMMARY``) from manifest batches with the
     columns ``_PRIOR_COLUMNS``; a document's rows may be spread over any number of batches."""
@@ -399,7 +387,9 @@ def make_plan(settings: RunSettings) -> Plan:
         paths = sorted(
             m.path for m in FileSystems.match([settings.prior_manifest])[0].metadata_list
         )
-        prior = summarise_prior(_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint)
+        prior = summarise_prior(
+            tio.read_parquet_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint
+        )
         _LOG.info(
             "prior manifest: %s in %s",
             _plural(prior.num_rows, "document"),

@@ -20,14 +20,12 @@ import html
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import report as run_summary
@@ -38,8 +36,6 @@ TOP_DOCUMENTS = 10
 ERROR_EXAMPLES = 3
 # A histogram wider than this is hard to read at the page's width; fewer bins hide the shape.
 MAX_BINS = 20
-# Rows per record batch read from a Parquet file: bounds memory whatever the file's size.
-_BATCH_ROWS = 64 * 1024
 # Partial per-document counts are re-aggregated once they hold this many rows, or twice the
 # rows of the last re-aggregation if more (so the work stays linear when there are millions
 # of documents): a document whose rows are spread over many batches then costs one row, not
@@ -161,15 +157,6 @@ def _table_files(report: dict[str, Any], base: str, table: str) -> list[str]:
     return sorted(m.path for m in matches)
 
 
-def _batches(paths: Sequence[str], columns: Sequence[str]) -> Iterator[pa.Table]:
-    for path in paths:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for batch in pq.ParquetFile(f).iter_batches(
-                batch_size=_BATCH_ROWS, columns=list(columns)
-            ):
-                yield pa.Table.from_batches([batch])
-
-
 def _per_doc(t: pa.Table, chunks: str, tokens: str) -> pa.Table:
     # Selected by name: the column order of group_by's result differs between pyarrow versions.
     return pa.table(
@@ -192,7 +179,7 @@ def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
     columns = ["source_uri", "chunk_index", "token_count", "strategy", "doc_format", "is_new"]
     parts: list[pa.Table] = []
     part_rows, compact_at = 0, _COMPACT_ROWS
-    for t in _batches(paths, columns):
+    for t in tio.read_parquet_batches(paths, columns):
         by_size = t.group_by(["strategy", "token_count"]).aggregate([("token_count", "count")])
         for row in by_size.to_pylist():
             stats.tokens[row["strategy"]][row["token_count"]] += row["token_count_count"]
@@ -233,7 +220,7 @@ def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_chunks(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in _batches(paths, ["strategy", "token_count"]):
+    for t in tio.read_parquet_batches(paths, ["strategy", "token_count"]):
         g = t.group_by("strategy").aggregate([("token_count", "count"), ("token_count", "sum")])
         for row in g.to_pylist():
             acc = stats.to_embed[row["strategy"]]
@@ -242,7 +229,7 @@ def _read_chunks(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in _batches(paths, ["source_uri", "stage", "reason", "message"]):
+    for t in tio.read_parquet_batches(paths, ["source_uri", "stage", "reason", "message"]):
         for row in t.to_pylist():
             e = stats.errors[row["reason"]]
             e.documents += 1
@@ -254,7 +241,7 @@ def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_removed(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in _batches(paths, ["removed_reason"]):
+    for t in tio.read_parquet_batches(paths, ["removed_reason"]):
         counts = pc.value_counts(t["removed_reason"])
         for item in counts.to_pylist():
             stats.removed[item["values"]] += item["counts"]

@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -261,3 +263,23 @@ class PublishRun(beam.PTransform):
                 report=self._report,
             )
         )
+
+
+# Rows per batch when chunkmill reads its own tables outside Beam (report, plan): enough to
+# amortise Arrow's per-batch cost, small enough that a table of any size streams.
+PARQUET_BATCH_ROWS = 64 * 1024
+
+
+def read_parquet_batches(
+    paths: Sequence[str], columns: Sequence[str], *, batch_rows: int | None = None
+) -> Iterator[pa.Table]:
+    """The given columns of Parquet files, ``batch_rows`` rows at a time (default
+    ``PARQUET_BATCH_ROWS``), through FileSystems (local, gs://, s3://), so no table has to fit
+    in memory."""
+    batch_rows = batch_rows or PARQUET_BATCH_ROWS
+    for path in paths:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for batch in pq.ParquetFile(f).iter_batches(
+                batch_size=batch_rows, columns=list(columns)
+            ):
+                yield pa.Table.from_batches([batch])

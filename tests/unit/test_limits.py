@@ -13,13 +13,6 @@ from transforms.isolation import Limits
 from transforms.types import WorkItem
 
 
-@pytest.fixture
-def docs(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("hello\n")
-    return tmp_path / "docs"
-
-
 @pytest.mark.parametrize(
     ("args", "flag"),
     [

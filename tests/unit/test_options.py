@@ -12,13 +12,6 @@ from pipeline.options import SAMPLE_CORPUS, parse_run
 from transforms import schema
 
 
-@pytest.fixture
-def docs(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("hello\n")
-    return tmp_path / "docs"
-
-
 @pytest.mark.parametrize(
     ("args", "names"),
     [

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pipeline import run_report
 from pipeline.cli import main
 from tests.report_page import Page
+from transforms import io as tio
 from transforms import schema
 
 
@@ -180,7 +181,7 @@ def out(tmp_path: Path) -> Path:
 def test_page_of_a_hand_written_run(out, monkeypatch, capsys):
     # Two rows per batch and compaction at every batch: the counts must add up across
     # batches and files, as they would over a manifest of millions of rows.
-    monkeypatch.setattr(run_report, "_BATCH_ROWS", 2)
+    monkeypatch.setattr(tio, "PARQUET_BATCH_ROWS", 2)
     monkeypatch.setattr(run_report, "_COMPACT_ROWS", 1)
     assert main(["report", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
