@@ -29,6 +29,7 @@ def run(argv: Sequence[str]) -> int:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
             graph.build(p, settings)
     except Exception as e:
+        shown.stop()  # its last line before the failure's, not after (stop is idempotent)
         too_many = tio.error_ratio_line(e)
         if too_many is not None:  # --max-error-ratio: one line, no traceback
             print(f"chunkmill: run {settings.run_id} failed: {too_many}", file=sys.stderr)

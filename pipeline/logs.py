@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from pipeline.options import LOG_LEVELS, _Parser
+from transforms.io import ErrorRatioExceeded
 
 # chunkmill's own loggers are named after its packages (logging.getLogger(__name__)).
 OWN_LOGGERS = ("pipeline", "transforms")
@@ -22,6 +23,18 @@ QUIET_LOGGERS = {
     # nothing about the run; a worker's errors still show.
     "apache_beam.runners.portability.local_job_service": logging.ERROR,
 }
+# Beam logs an exception that fails a step with its whole traceback before re-raising it. For
+# a run stopped on purpose by --max-error-ratio that traceback says nothing the CLI's one line
+# does not (it names the counts and the flag), so it is dropped unless --log-level debug.
+BEAM_STEP_FAILURES = "apache_beam.runners.common"
+
+
+class _DropExpectedFailures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ErrorRatioExceeded))
+
+
+_DROP_EXPECTED = _DropExpectedFailures()
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATE_FORMAT = "%H:%M:%S"
 
@@ -50,3 +63,8 @@ def configure(level: str) -> None:
         logging.getLogger(name).setLevel(own)
     for name, quiet in QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(logging.DEBUG if own == logging.DEBUG else max(own, quiet))
+    step_failures = logging.getLogger(BEAM_STEP_FAILURES)
+    if own == logging.DEBUG:
+        step_failures.removeFilter(_DROP_EXPECTED)
+    else:
+        step_failures.addFilter(_DROP_EXPECTED)  # addFilter ignores a filter already there

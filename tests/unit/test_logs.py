@@ -55,3 +55,21 @@ def test_level_from_argv(argv, level):
 def test_bad_level_names_the_flag():
     with pytest.raises(UsageError, match="--log-level.*'loud'"):
         logs.level_from_argv(["--log-level", "loud"])
+
+
+@pytest.mark.parametrize(("level", "shown"), [("info", False), ("debug", True)])
+def test_beam_traceback_of_an_error_ratio_stop_is_dropped_unless_debug(level, shown, caplog):
+    from transforms.io import ErrorRatioExceeded
+
+    logs.configure(level)
+    beam = logging.getLogger(logs.BEAM_STEP_FAILURES)
+    try:
+        raise ErrorRatioExceeded("3 of 4 listed documents failed")
+    except ErrorRatioExceeded:
+        beam.exception("step failed")
+    try:
+        raise ValueError("a real failure")
+    except ValueError:
+        beam.exception("another step failed")
+    messages = [r.getMessage() for r in caplog.records if r.name == logs.BEAM_STEP_FAILURES]
+    assert messages == (["step failed"] if shown else []) + ["another step failed"]
