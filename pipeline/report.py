@@ -13,7 +13,9 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
     prior = report["prior"]["run_id"] or report["prior"]["manifest"] or "none"
     lines = [
         f"run {report['run_id']}  (prior: {prior})",
-        f"documents  listed {c['docs_listed']}  processed {c['docs_processed']}  "
+        f"documents  listed {c['docs_listed']}  "
+        + (f"read {c['docs_read']}  " if "docs_read" in c else "")  # older reports lack it
+        + f"processed {c['docs_processed']}  "
         f"carried over {c['docs_carried_over']}  failed {c['docs_failed']}"
         + (f" ({failed})" if failed else "")
         + (f"  removed {c['docs_removed']}" if c["docs_removed"] else ""),
