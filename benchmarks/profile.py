@@ -94,7 +94,11 @@ def summarise(raw_lines: list[str], top: int = 25) -> list[str]:
     out += [f"| {stage} | {n / total:.1%} |" for stage, n in stages.most_common()]
     out += ["", "| function (self time) | share |", "|---|---:|"]
     out += [f"| `{fn}` | {n / total:.1%} |" for fn, n in own.most_common(top)]
-    chunkmill = [(fn, n) for fn, n in inclusive.most_common() if "transforms/" in fn and "apache_beam" not in fn]
+    chunkmill = [
+        (fn, n)
+        for fn, n in inclusive.most_common()
+        if "transforms/" in fn and "apache_beam" not in fn
+    ]
     out += ["", "| chunkmill function (inclusive) | share |", "|---|---:|"]
     out += [f"| `{fn}` | {n / total:.1%} |" for fn, n in chunkmill[:top]]
     return out
