@@ -35,7 +35,7 @@ _STAGES: tuple[tuple[str, str], ...] = (
     ("ProcessDocuments: text extraction", "extract (transforms/extract.py"),
     ("ProcessDocuments: chunking", ".split (transforms/chunking/"),
     ("ProcessDocuments: chunk rows (hash, ids, tokens)", "_chunk_rows (transforms/document.py"),
-    ("ProcessDocuments: other (read, sha256)", "process (transforms/core.py"),
+    ("ProcessDocuments: other (read, sha256)", "_ProcessDocuments.process (transforms/core.py"),
     ("PlanDocs", "_PlanDocs.process"),
     ("MarkNew", "_MarkNew.process"),
     ("ReadPriorManifest", "_ParquetSource"),
