@@ -287,14 +287,16 @@ def throughput_table(rows: list[Row], n_docs: int, n_bytes: int) -> list[str]:
         "interleaved runs",
         "",
         "| what | docs/s | MB/s | wall s (best) | CPU s (best) | vs plain loop (wall) "
-        "| peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| vs plain loop (CPU) | peak RSS MB | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         wall = row.best_wall
+        load = max(m.load for m in row.runs)
         lines.append(
             f"| {row.label} | {n_docs / wall:.0f} | {n_bytes / 1e6 / wall:.2f} | {wall:.1f} "
-            f"| {row.best_cpu:.1f} | {wall / floor.best_wall:.2f}x | {_mb(row.peak_rss)} |"
+            f"| {row.best_cpu:.1f} | {wall / floor.best_wall:.2f}x "
+            f"| {row.best_cpu / floor.best_cpu:.2f}x | {_mb(row.peak_rss)} | {load:.1f} |"
         )
     return lines
 
@@ -304,13 +306,13 @@ def memory_table(points: list[ScalePoint]) -> list[str]:
     lines = [
         "Memory: first runs, 1 worker, peak RSS of the process tree",
         "",
-        "| scale | docs | MB | wall s | peak RSS MB | vs 1x |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| scale | docs | MB | wall s | peak RSS MB | vs 1x | load |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
         lines.append(
             f"| {p.scale}x | {p.docs} | {_mb(p.n_bytes)} | {p.m.wall_s:.1f} "
-            f"| {_mb(p.m.peak_rss)} | {p.m.peak_rss / base:.2f}x |"
+            f"| {_mb(p.m.peak_rss)} | {p.m.peak_rss / base:.2f}x | {p.m.load:.1f} |"
         )
     return lines
 
@@ -319,8 +321,8 @@ def incremental_table(inc: Incremental) -> list[str]:
     lines = [
         f"Incremental: {inc.docs} documents, 1 worker",
         "",
-        "| run | wall s | CPU s | share of full run (wall) |",
-        "|---|---:|---:|---:|",
+        "| run | wall s | CPU s | share of full run (wall) | share (CPU) | load |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for label, m in (
         ("full run (no prior manifest)", inc.full),
@@ -328,7 +330,8 @@ def incremental_table(inc: Incremental) -> list[str]:
         (f"re-run, {inc.edited} documents changed", inc.changed),
     ):
         lines.append(
-            f"| {label} | {m.wall_s:.1f} | {m.cpu_s:.1f} | {m.wall_s / inc.full.wall_s:.1%} |"
+            f"| {label} | {m.wall_s:.1f} | {m.cpu_s:.1f} | {m.wall_s / inc.full.wall_s:.1%} "
+            f"| {m.cpu_s / inc.full.cpu_s:.1%} | {m.load:.1f} |"
         )
     return lines
 
@@ -348,7 +351,8 @@ def floors(
                 ratio <= FLOOR_PIPELINE_VS_LOOP,
                 f"pipeline, 1 worker, vs plain loop: {ratio:.2f}x the loop's wall time "
                 f"(floor <= {FLOOR_PIPELINE_VS_LOOP}x; {by['one'].best_wall:.1f} vs "
-                f"{by['loop'].best_wall:.1f} s)",
+                f"{by['loop'].best_wall:.1f} s; CPU time "
+                f"{by['one'].best_cpu / by['loop'].best_cpu:.2f}x)",
             )
         )
         speedup = by["mp1"].best_wall / by["mp2"].best_wall
@@ -376,7 +380,8 @@ def floors(
         out.append(
             line(
                 (share <= FLOOR_INCREMENTAL) if long_enough else None,
-                f"{inc.edited}/{inc.docs}-changed re-run: {share:.1%} of the full run "
+                f"{inc.edited}/{inc.docs}-changed re-run: {share:.1%} of the full run's wall "
+                f"time, {inc.changed.cpu_s / inc.full.cpu_s:.1%} of its CPU "
                 f"(floor <= {FLOOR_INCREMENTAL:.0%} on a full run >= "
                 f"{INCREMENTAL_MIN_FULL_S:.0f} s; this one took {inc.full.wall_s:.1f} s)",
             )
