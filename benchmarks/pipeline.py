@@ -63,10 +63,15 @@ class Sizes:
     scales: tuple[int, ...]  # multiples of memory_docs; the largest also serves incremental
     repeat: int  # interleaved repeats of the throughput rows
     edit_fraction: float
+    memory_mp: bool  # also measure the runner and a worker apart (multi_processing)
 
 
-FULL = Sizes(docs=2_000, memory_docs=200, scales=(1, 10, 100), repeat=3, edit_fraction=0.01)
-QUICK = Sizes(docs=20, memory_docs=10, scales=(1, 2, 4), repeat=1, edit_fraction=0.1)
+FULL = Sizes(
+    docs=2_000, memory_docs=200, scales=(1, 10, 100), repeat=3, edit_fraction=0.01, memory_mp=True
+)
+QUICK = Sizes(
+    docs=20, memory_docs=10, scales=(1, 2, 4), repeat=1, edit_fraction=0.1, memory_mp=False
+)
 
 
 @dataclass
@@ -76,20 +81,28 @@ class Measurement:
     peak_rss: int  # bytes, summed over the process tree
     load: float  # 1-minute load average at the end of the run
     stdout: str = ""
+    peak_root_rss: int = 0  # the process started (with multi_processing: the runner)
+    peak_child_rss: int = 0  # its largest descendant (with multi_processing: a worker)
 
 
-def _tree_rss(proc) -> int:
+def _tree_rss(proc) -> tuple[int, int, int]:
+    """RSS of ``proc`` and its descendants: (sum, ``proc``'s own, the largest descendant's)."""
     import psutil
 
-    total = 0
     try:
-        procs = [proc, *proc.children(recursive=True)]
+        children = proc.children(recursive=True)
     except psutil.Error:
-        return 0
-    for p in procs:
+        return 0, 0, 0
+    own = largest = total = 0
+    for p in [proc, *children]:
         with contextlib.suppress(psutil.Error):  # it ended between the listing and the read
-            total += p.memory_info().rss
-    return total
+            rss = p.memory_info().rss
+            total += rss
+            if p is proc:
+                own = rss
+            else:
+                largest = max(largest, rss)
+    return total, own, largest
 
 
 def measure(cmd: Sequence[str], *, cwd: str | None = None) -> Measurement:
@@ -100,9 +113,14 @@ def measure(cmd: Sequence[str], *, cwd: str | None = None) -> Measurement:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = psutil.Popen(list(cmd), stdout=out, stderr=err, cwd=cwd)
-        peak = 0
+        peak = peak_own = peak_child = 0
         while proc.poll() is None:
-            peak = max(peak, _tree_rss(proc))
+            total, own, child = _tree_rss(proc)
+            peak, peak_own, peak_child = (
+                max(peak, total),
+                max(peak_own, own),
+                max(peak_child, child),
+            )
             time.sleep(_SAMPLE_S)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -113,7 +131,7 @@ def measure(cmd: Sequence[str], *, cwd: str | None = None) -> Measurement:
         tail = "\n".join(stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Measurement(wall, cpu, peak, os.getloadavg()[0], stdout)
+    return Measurement(wall, cpu, peak, os.getloadavg()[0], stdout, peak_own, peak_child)
 
 
 def chunkmill_cmd(corpus: str, output: str, beam_args: Sequence[str], *, prior: str) -> list[str]:
@@ -237,7 +255,8 @@ class ScalePoint:
     scale: int
     docs: int
     n_bytes: int
-    m: Measurement
+    m: Measurement  # one worker, in_memory: the whole pipeline in one process
+    mp: Measurement | None = None  # multi_processing, one worker: runner and worker apart
 
 
 def memory(corpora: Corpora, sizes: Sizes) -> list[ScalePoint]:
@@ -246,9 +265,19 @@ def memory(corpora: Corpora, sizes: Sizes) -> list[ScalePoint]:
         docs = sizes.memory_docs * scale
         corpus = corpora.get(docs)
         out = _fresh(os.path.join(corpora.work, f"out-memory-{docs}"))
-        m = measure(chunkmill_cmd(corpus, out, ONE_WORKER, prior="none"))
+        # The same first run with the worker in its own process, so the runner's memory (it
+        # holds the data between stages) and a worker's (chunkmill's code) show apart. Run
+        # first: the in_memory run's output is what the incremental re-runs diff against.
+        mp = None
+        if sizes.memory_mp:
+            mp = measure(chunkmill_cmd(corpus, _fresh(out), MP_ONE, prior="none"))
+            _log(
+                f"  {scale}x ({docs} docs), multi_processing: runner "
+                f"{mp.peak_root_rss / 1e6:.0f} MB, worker {mp.peak_child_rss / 1e6:.0f} MB"
+            )
+        m = measure(chunkmill_cmd(corpus, _fresh(out), ONE_WORKER, prior="none"))
         _log(f"  {scale}x ({docs} docs): peak {m.peak_rss / 1e6:.0f} MB, {m.wall_s:.1f} s")
-        points.append(ScalePoint(scale, docs, corpus_bytes(corpus), m))
+        points.append(ScalePoint(scale, docs, corpus_bytes(corpus), m, mp))
     return points
 
 
@@ -304,15 +333,23 @@ def throughput_table(rows: list[Row], n_docs: int, n_bytes: int) -> list[str]:
 def memory_table(points: list[ScalePoint]) -> list[str]:
     base = points[0].m.peak_rss
     lines = [
-        "Memory: first runs, 1 worker, peak RSS of the process tree",
+        "Memory: first runs, 1 worker; peak RSS of the process tree (in_memory), and with "
+        "multi_processing the runner's and the worker's apart",
         "",
-        "| scale | docs | MB | wall s | peak RSS MB | vs 1x | load |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| scale | docs | MB | wall s | peak RSS MB | vs 1x | multi_processing: runner MB "
+        "| worker MB | worker vs 1x | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    worker_base = points[0].mp.peak_child_rss if points[0].mp else 0
     for p in points:
+        runner = worker = worker_ratio = "-"
+        if p.mp is not None:
+            runner, worker = _mb(p.mp.peak_root_rss), _mb(p.mp.peak_child_rss)
+            worker_ratio = f"{p.mp.peak_child_rss / worker_base:.2f}x" if worker_base else "-"
         lines.append(
             f"| {p.scale}x | {p.docs} | {_mb(p.n_bytes)} | {p.m.wall_s:.1f} "
-            f"| {_mb(p.m.peak_rss)} | {p.m.peak_rss / base:.2f}x | {p.m.load:.1f} |"
+            f"| {_mb(p.m.peak_rss)} | {p.m.peak_rss / base:.2f}x | {runner} | {worker} "
+            f"| {worker_ratio} | {p.m.load:.1f} |"
         )
     return lines
 
@@ -374,6 +411,18 @@ def floors(
                 f"{_mb(points[0].m.peak_rss)} MB)",
             )
         )
+        first, last = points[0].mp, points[-1].mp
+        if first is not None and last is not None and first.peak_child_rss:
+            worker = last.peak_child_rss / first.peak_child_rss
+            out.append(
+                line(
+                    worker <= FLOOR_MEMORY,
+                    f"(for reference) the worker process alone, multi_processing, at "
+                    f"{points[-1].scale}x vs 1x: {worker:.2f}x ({_mb(last.peak_child_rss)} vs "
+                    f"{_mb(first.peak_child_rss)} MB; the runner: {_mb(last.peak_root_rss)} vs "
+                    f"{_mb(first.peak_root_rss)} MB)",
+                )
+            )
     if inc:
         share = inc.changed.wall_s / inc.full.wall_s
         long_enough = inc.full.wall_s >= INCREMENTAL_MIN_FULL_S
@@ -399,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scales", help="memory scales, comma-separated (default 1,10,100)")
     parser.add_argument("--repeat", type=int, help="interleaved repeats of the throughput rows")
     parser.add_argument("--edit-fraction", type=float, help="share of documents to change")
+    parser.add_argument(
+        "--memory-mp",
+        action=argparse.BooleanOptionalAction,
+        help="memory: also run multi_processing to show the runner and a worker apart "
+        "(default: on, off with --quick)",
+    )
     parser.add_argument("--seed", type=int, default=mixed_corpus.DEFAULT_SEED)
     parser.add_argument(
         "--only",
@@ -417,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         scales=tuple(int(s) for s in args.scales.split(",")) if args.scales else base.scales,
         repeat=args.repeat or base.repeat,
         edit_fraction=base.edit_fraction if args.edit_fraction is None else args.edit_fraction,
+        memory_mp=base.memory_mp if args.memory_mp is None else args.memory_mp,
     )
     only = set(args.only.split(","))
     unknown = only - {"throughput", "memory", "incremental"}
