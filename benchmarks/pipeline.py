@@ -190,7 +190,8 @@ class Corpora:
     def get(self, n_docs: int) -> str:
         path = self.path(n_docs)
         done = path + ".done"  # beside the corpus, so the pipeline's glob does not list it
-        if os.path.exists(done):
+        if os.path.exists(done):  # made by an earlier call with the same --work-dir
+            self._made[n_docs] = path
             return path
         shutil.rmtree(path, ignore_errors=True)
         smaller = max((n for n in self._made if n < n_docs), default=0)
