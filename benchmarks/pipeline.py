@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import os
 import platform
+import re
 import resource
 import shutil
 import sys
@@ -194,6 +195,11 @@ class Corpora:
             self._made[n_docs] = path
             return path
         shutil.rmtree(path, ignore_errors=True)
+        # Any smaller corpus of this work dir, made now or by an earlier call, is a prefix.
+        for name in os.listdir(self.work):
+            m = re.fullmatch(r"corpus-(\d+)\.done", name)
+            if m:
+                self._made.setdefault(int(m.group(1)), self.path(int(m.group(1))))
         smaller = max((n for n in self._made if n < n_docs), default=0)
         start = time.perf_counter()
         if smaller:
