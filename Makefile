@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 OUT ?= out
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint bench install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ test-fast: install-test
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks.chunkers $(BENCH_ARGS)
+
+# The whole pipeline end to end on the local runner (mixed-format corpus): throughput vs a
+# plain Python loop, 1 vs 2 workers, peak memory at 1x/10x/100x, incremental re-runs.
+# BENCH_ARGS=--quick for a smoke run.
+bench-pipeline: install
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m benchmarks.pipeline $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache
