@@ -8,21 +8,11 @@ import sys
 
 import pytest
 
-from pipeline import logs
 from pipeline.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("restore_log_levels")]
 
 LIBRARIES = ("apache_beam", "pypdf", "google", "urllib3", "grpc")
-
-
-@pytest.fixture(autouse=True)
-def _restore_levels():
-    names = ["", *logs.OWN_LOGGERS, *logs.QUIET_LOGGERS]
-    saved = {n: logging.getLogger(n).level for n in names}
-    yield
-    for n, level in saved.items():
-        logging.getLogger(n).setLevel(level)
 
 
 def run(corpus, tmp_path, *args: str) -> None:

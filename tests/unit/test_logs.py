@@ -9,14 +9,7 @@ import pytest
 from pipeline import logs
 from pipeline.options import UsageError
 
-
-@pytest.fixture(autouse=True)
-def _restore_levels():
-    names = ["", *logs.OWN_LOGGERS, *logs.QUIET_LOGGERS]
-    saved = {n: logging.getLogger(n).level for n in names}
-    yield
-    for n, level in saved.items():
-        logging.getLogger(n).setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_log_levels")
 
 
 def effective(name: str) -> int:
