@@ -9,9 +9,10 @@ A listed document is
 
 * **new** when the prior manifest has no row for its ``doc_id`` (this includes a document that
   failed last time: a failure keeps no rows unless it had some before);
-* **unchanged** when every prior row of it carries the listing's ``source_version`` (size and
-  modification time) and the current config fingerprint: ``run`` carries it over unread
-  (the rule of ``transforms.document.is_unchanged_by_listing``);
+* **unchanged** when every prior row of it carries the listing's ``source_version`` (the
+  store's generation or ETag, else size and modification time) and the current config
+  fingerprint: ``run`` carries it over unread (the rule of
+  ``transforms.document.is_unchanged_by_listing``);
 * **changed** otherwise: ``run`` reads it (a file touched without an edit is read, found
   identical by SHA-256 and carried over, so "changed" is what will be *read*).
 
@@ -44,10 +45,9 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.options import RunSettings
-from transforms import ids
+from transforms import ids, storage
 from transforms import io as tio
 from transforms.config import ChunkingConfig
-from transforms.types import source_version
 
 _LOG = logging.getLogger(__name__)
 
@@ -72,7 +72,9 @@ CHUNK_FILL = 0.5
 # chunk per paragraph), in tokens.
 DEFAULT_CHUNK_TOKENS = 512
 
-_SIZE = re.compile(r"^size=(\d+);")
+# The object size in a source_version: "size=N;mtime=T" (local disk, Beam's stores) or
+# "etag=E;size=N" (S3); a GCS "gen=G" records none.
+_SIZE = re.compile(r"(?:^|;)size=(\d+)(?:;|$)")
 
 # ---------------------------------------------------------------------------------------------
 # Pure helpers
@@ -106,8 +108,9 @@ def classify(version: str | None, prior: PriorDoc | None) -> str:
 
 
 def size_of_version(version: str | None) -> int | None:
-    """The object size recorded in a ``source_version`` (``size=N;mtime=T``), or None."""
-    m = _SIZE.match(version or "")
+    """The object size recorded in a ``source_version`` (``size=N;mtime=T`` or
+    ``etag=E;size=N``), or None (a GCS ``gen=G``)."""
+    m = _SIZE.search(version or "")
     return int(m.group(1)) if m else None
 
 
@@ -198,30 +201,32 @@ _LISTING = pa.schema(
 )
 
 
-def list_inputs(patterns: Sequence[str], exclude_prefix: str | None) -> pa.Table:
-    """One row per listed object (``uri``, ``doc_id``, ``size``, ``version``), as
-    ``transforms.io.ListFiles`` lists them: objects under ``exclude_prefix`` left out, an
-    object matched by two patterns once."""
+def list_inputs(
+    patterns: Sequence[str], exclude_prefix: str | None, billing_project: str | None = None
+) -> pa.Table:
+    """One row per listed object (``uri``, ``doc_id``, ``size``, ``version``), listed by the
+    same code as ``transforms.io.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
+    the versions are the store's own: GCS generation, S3 ETag, else size and mtime; directory
+    markers skipped): objects under ``exclude_prefix`` left out, an object matched by two
+    patterns once."""
     exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
     parts = []
     for pattern in patterns:
-        # Beam's match returns one pattern's whole listing; it is turned into Arrow columns
-        # at once, so no Python object per file outlives its pattern.
+        # One pattern's listing is turned into Arrow columns at once, so no Python object per
+        # file outlives its pattern.
         found = [
-            m
-            for m in FileSystems.match([pattern])[0].metadata_list
-            if not (exclude and m.path.startswith(exclude))
+            f
+            for item in storage.plan(pattern, billing_project)
+            for f in storage.list_shard(item)
+            if not (exclude and f.uri.startswith(exclude))
         ]
         parts.append(
             pa.table(
                 [
-                    [m.path for m in found],
-                    [ids.doc_id(m.path) for m in found],
-                    [int(m.size_in_bytes) for m in found],
-                    [
-                        source_version(int(m.size_in_bytes), m.last_updated_in_seconds)
-                        for m in found
-                    ],
+                    [f.uri for f in found],
+                    [ids.doc_id(f.uri) for f in found],
+                    [f.size_bytes for f in found],
+                    [f.version for f in found],
                 ],
                 schema=_LISTING,
             )
@@ -379,7 +384,7 @@ def _keep_first(kept: list[str], uri: str) -> None:
 def make_plan(settings: RunSettings) -> Plan:
     """Lists the inputs and reads the prior manifest (if any): reads no document, writes
     nothing."""
-    listing = list_inputs(settings.inputs, settings.output)
+    listing = list_inputs(settings.inputs, settings.output, settings.billing_project)
     _LOG.info("listed %d documents", listing.num_rows)
     if settings.prior_manifest is None:
         prior = _SUMMARY.empty_table()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pipeline import plan
 from tests.helpers import SMALL, manifest_rows, paragraphs
-from transforms import document, ids
+from transforms import document, ids, storage
 from transforms.config import ChunkingConfig
 from transforms.types import WorkItem
 
@@ -212,6 +212,38 @@ def test_size_of_version():
     assert plan.size_of_version("size=12;mtime=3.5") == 12
     assert plan.size_of_version(None) is None
     assert plan.size_of_version("something else") is None
+    assert plan.size_of_version('etag="9b2cf535f27731c974343645a3985328";size=40') == 40  # S3
+    assert plan.size_of_version("gen=1700000000000001") is None  # GCS records no size
+    assert plan.size_of_version("size=12x;mtime=3.5") is None
+
+
+@pytest.fixture
+def memfs_docs():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/plan-docs/a.md", paragraphs("alpha"))
+    fs.pipe("/plan-docs/sub/b.md", paragraphs("beta", "gamma"))
+    yield fs
+    fs.rm("/plan-docs", recursive=True)
+
+
+def test_list_inputs_lists_through_the_run_s_own_storage_layer(memfs_docs):
+    """The listing of any store ``run`` reads (here fsspec's in-memory filesystem, which Beam's
+    FileSystems does not know), with the versions ``run``'s listing records."""
+    pattern = "memory://plan-docs/**"
+    got = plan.list_inputs([pattern], None).to_pylist()
+    expected = sorted(
+        (f for item in storage.plan(pattern) for f in storage.list_shard(item)),
+        key=lambda f: f.uri,
+    )
+    assert [(r["uri"], r["size"], r["version"]) for r in got] == [
+        (f.uri, f.size_bytes, f.version) for f in expected
+    ]
+    assert sorted(r["uri"] for r in got) == [
+        "memory:///plan-docs/a.md",
+        "memory:///plan-docs/sub/b.md",
+    ]
 
 
 def test_summary_of_real_manifest_rows():
