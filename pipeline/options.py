@@ -349,10 +349,9 @@ def _check_storage(inputs: Sequence[str], output: str, billing_project: str | No
         except storage.StoreAccessError as e:
             raise UsageError(f"argument {flag}: {e}") from None
         except Exception as e:  # no credentials, no network: still one line
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise UsageError(
                 f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
-                f"{type(e).__name__}: {first}"
+                f"{type(e).__name__}: {storage.first_line(str(e))}"
             ) from None
 
 

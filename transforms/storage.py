@@ -482,7 +482,7 @@ def _check_gcs(uri: str, billing_project: str | None) -> None:
     except exceptions.Forbidden as e:
         raise StoreAccessError(
             f"permission denied on bucket {name}: listing objects (storage.objects.list): "
-            f"{_first_line(e.message)}"
+            f"{first_line(e.message)}"
         ) from None
 
 
@@ -503,5 +503,7 @@ def _check_s3(uri: str) -> None:
         raise
 
 
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+def first_line(text: str | None) -> str:
+    """The first line of a client library's message (they append details and tracebacks)."""
+    stripped = (text or "").strip()
+    return stripped.splitlines()[0] if stripped else ""
