@@ -38,10 +38,10 @@ from dataclasses import dataclass, fields
 from typing import TextIO
 
 from apache_beam.metrics.execution import MetricsEnvironment
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions
 
-from pipeline import graph
-from pipeline.options import DEFAULT_RUNNER, RunSettings
+from pipeline import graph, launch
+from pipeline.options import RunSettings
 from transforms.core import METRICS_NAMESPACE, PROGRESS_DONE, PROGRESS_LISTED, PROGRESS_READ
 
 _LOG = logging.getLogger(__name__)
@@ -222,10 +222,8 @@ def in_process(settings: RunSettings) -> bool:
     """Whether this run's DoFns execute in this process, where their progress cells can be
     read: a local runner in memory (not ``--direct_running_mode=multi_processing``)."""
     options = graph.pipeline_options(settings)
-    runner = options.view_as(StandardOptions).runner or DEFAULT_RUNNER
-    name = runner if isinstance(runner, str) else type(runner).__name__
     mode = options.view_as(DirectOptions).direct_running_mode
-    return name.rsplit(".", 1)[-1] in IN_PROCESS_RUNNERS and mode != "multi_processing"
+    return launch.runner_name(options) in IN_PROCESS_RUNNERS and mode != "multi_processing"
 
 
 def start(settings: RunSettings, stream: TextIO | None = None) -> Reporter | _NoProgress:
