@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from transforms import document, ids
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from transforms import document, ids, prior, schema
 from transforms.config import Chunking, ChunkingConfig
-from transforms.types import WorkItem
+from transforms.types import PriorPart, PriorSummary, WorkItem
 
 # Small limits so a few short paragraphs make several chunks.
 SMALL = ChunkingConfig.create("paragraph", max_tokens=20, overlap_tokens=0)
@@ -35,3 +39,39 @@ def manifest_rows(uri: str, data: bytes, config: ChunkingConfig = SMALL) -> list
     outcome = document.process_document(item, data, Chunking(config))
     assert outcome.status == document.PROCESSED, outcome.error
     return [{**document.occurrence_fields(r), "is_new": True} for r in outcome.occurrences]
+
+
+def manifest_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Manifest rows as the Arrow table a prior part would read back."""
+    return pa.Table.from_pylist(rows, schema=schema.MANIFEST)
+
+
+def summarise(rows: list[dict[str, Any]], per_part: int | None = None) -> tuple[PriorSummary, ...]:
+    """The summaries the pipeline makes of one document's prior rows (``prior.summaries``),
+    its rows split into parts of ``per_part`` rows (default: one part). Columns the rows
+    lack are null."""
+    names = ["doc_id", "source_version", "config_fingerprint", "content_sha256"]
+    per_part = per_part or max(len(rows), 1)
+    out: list[PriorSummary] = []
+    for i in range(0, len(rows), per_part):
+        part = rows[i : i + per_part]
+        table = pa.table({n: pa.array([r.get(n) for r in part], pa.string()) for n in names})
+        out += [s for _, s in prior.summaries(table, f"{i}:/prior/part.parquet")]
+    return tuple(out)
+
+
+def write_prior(
+    rows: list[dict[str, Any]], directory: str, *, row_group_rows: int | None = None
+) -> list[PriorPart]:
+    """Writes ``rows`` as a prior manifest file in ``directory`` (row groups of
+    ``row_group_rows``, so one document's rows can span parts) and returns its parts."""
+    if not rows:
+        return []
+    path = os.path.join(directory, "part-00000.parquet")
+    pq.write_table(manifest_table(rows), path, row_group_size=row_group_rows or len(rows))
+    return list(prior.list_parts(path))
+
+
+def table_rows(tables: list[pa.Table]) -> list[dict[str, Any]]:
+    """The rows of a ChunkCorpus output collected as Arrow tables."""
+    return [row for t in tables for row in t.to_pylist()]

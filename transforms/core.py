@@ -3,21 +3,26 @@
 I/O stays at the edges (``transforms.io``); ``ChunkCorpus`` takes PCollections and returns
 PCollections, so a test feeds it with ``beam.Create``.
 
-Both joins against the prior manifest are CoGroupByKey (it can hold hundreds of millions of
-rows); there is no side input here.
+Both joins against the prior manifest group by key (it can hold hundreds of millions of
+rows); there is no side input here. Its rows never travel one by one: documents are joined as
+summaries and their rows kept or removed in bulk where they lie (``transforms.prior``), so a
+nightly run costs in proportion to what changed.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms import window
 
-from transforms import document, ids, isolation, schema, storage
+from transforms import document, ids, isolation, prior, schema, storage
 from transforms.config import Chunking, ChunkingConfig
-from transforms.types import SourceFile, WorkItem
+from transforms.parquet_batches import ConcatTables, RowsToArrowTables
+from transforms.types import REMOVE, PriorSummary, SourceFile, Verdict, WorkItem
 
 # One metrics namespace for the whole project.
 METRICS_NAMESPACE = "chunkmill"
@@ -41,12 +46,14 @@ _PROGRESS_READ = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_READ, process_
 _PROGRESS_DONE = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_DONE, process_wide=True)
 
 # Tags of multi-output steps.
-_REMOVED = "removed"
 _OCCURRENCES = "occurrences"
-_CARRIED = "carried"
+_VERDICTS = "verdicts"
 _ERRORS = "errors"
 _COUNTS = "counts"
 _CHUNKS = "chunks"
+
+# Tags of the values grouped by hash bucket in the hash join.
+_CURRENT, _PRIOR = 0, 1
 
 ReadBytes = Callable[[str], bytes]
 
@@ -64,34 +71,44 @@ def _key_listed(f: SourceFile) -> tuple[str, SourceFile]:
     return ids.doc_id(f.uri), f
 
 
-class _PlanDocs(beam.DoFn):
-    """Joins the listing with the prior manifest by doc_id: a listed document becomes a
-    WorkItem carrying its prior rows; a prior document no longer listed is removed whole."""
+class _Tallies(beam.DoFn):
+    """Counts for the run report, summed per bundle and emitted once at its end (tagged
+    ``_COUNTS``), so no count travels as an element per row or per document."""
+
+    def start_bundle(self) -> None:
+        self._tally: Counter[str] = Counter()
+
+    def finish_bundle(self):
+        for name, n in sorted(self._tally.items()):
+            yield beam.pvalue.TaggedOutput(_COUNTS, window.GlobalWindows.windowed_value((name, n)))
+
+
+class _PlanDocs(_Tallies):
+    """Joins the listing with the prior summaries by doc_id: a listed document becomes a
+    WorkItem carrying its summaries; a prior document no longer listed is removed whole (one
+    REMOVE verdict per part it has rows in)."""
 
     def process(self, element: tuple[str, dict[str, Iterable[Any]]]):
         doc, grouped = element
         listed: list[SourceFile] = sorted(grouped["listed"], key=lambda f: f.uri)
-        prior = sorted(grouped["prior"], key=lambda r: (r["chunk_index"], r["chunk_id"]))
+        summaries: list[PriorSummary] = sorted(grouped["prior"], key=lambda s: s.part)
         if listed:
             f = listed[0]
             yield WorkItem(
                 doc_id=doc,
                 uri=f.uri,
                 size_bytes=f.size_bytes,
-                prior=tuple(prior),
+                prior=tuple(summaries),
                 version=f.version,
             )
             return
-        if prior:
-            yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_removed", 1))
-        for row in prior:
-            yield beam.pvalue.TaggedOutput(
-                _REMOVED,
-                {**document.occurrence_fields(row), "removed_reason": schema.DOCUMENT_REMOVED},
-            )
+        if summaries:
+            self._tally["docs_removed"] += 1
+        for s in summaries:
+            yield beam.pvalue.TaggedOutput(_VERDICTS, (s.part, Verdict(doc, REMOVE)))
 
 
-class _ProcessDocuments(beam.DoFn):
+class _ProcessDocuments(_Tallies):
     def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes) -> None:
         self._config = config
         self._read_bytes = read_bytes
@@ -116,8 +133,7 @@ class _ProcessDocuments(beam.DoFn):
         if document.is_unchanged_by_listing(item, self._config):
             # The nightly common case: nothing about the object changed, so not a byte of it
             # is read.
-            carried = document.carried_rows(item.prior)
-            outcome = document.DocOutcome(document.CARRIED_OVER, carried=carried)
+            outcome = document.DocOutcome(document.CARRIED_OVER)
         else:
             # Over --max-document-bytes is decided from the listing: the bytes are never read.
             too_large = document.too_large(item, self._config.limits.max_document_bytes)
@@ -125,20 +141,21 @@ class _ProcessDocuments(beam.DoFn):
                 outcome = too_large
             else:
                 self._read.inc()
-                yield beam.pvalue.TaggedOutput(_COUNTS, ("docs_read", 1))
+                self._tally["docs_read"] += 1
                 outcome = self._read_and_process(item)
         self._outcomes[outcome.status].inc()
         _PROGRESS_DONE.update(int(outcome.status == document.FAILED))
-        yield beam.pvalue.TaggedOutput(_COUNTS, (f"docs_{outcome.status}", 1))
+        self._tally[f"docs_{outcome.status}"] += 1
         if outcome.error is not None:
-            yield beam.pvalue.TaggedOutput(_COUNTS, (f"failed:{outcome.error['reason']}", 1))
+            self._tally[f"failed:{outcome.error['reason']}"] += 1
             yield beam.pvalue.TaggedOutput(_ERRORS, outcome.error)
         for row in outcome.occurrences:
-            yield beam.pvalue.TaggedOutput(_OCCURRENCES, (row["chunk_hash"], row))
-        for row in outcome.carried:
-            yield beam.pvalue.TaggedOutput(_CARRIED, row)
-        for row in outcome.removed:
-            yield beam.pvalue.TaggedOutput(_REMOVED, row)
+            bucket = prior.hash_bucket(row["chunk_hash"])
+            yield beam.pvalue.TaggedOutput(_OCCURRENCES, (bucket, (_CURRENT, row)))
+        if item.prior:
+            verdict = outcome.verdict(item.doc_id)
+            for part in sorted({s.part for s in item.prior}):
+                yield beam.pvalue.TaggedOutput(_VERDICTS, (part, verdict))
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         try:
@@ -157,28 +174,51 @@ class _ProcessDocuments(beam.DoFn):
         return document.process_document(item, data, self._chunking, self._extractor)
 
 
-class _MarkNew(beam.DoFn):
-    """Joins this run's chunk occurrences with the prior manifest by chunk_hash.
+def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, list[str]]]:
+    bucket, hashes = element
+    return bucket, (_PRIOR, hashes)
+
+
+class _MarkNew(_Tallies):
+    """Joins this run's chunk occurrences with the prior manifest's hashes, a hash bucket at
+    a time.
 
     Every occurrence becomes a manifest row flagged ``is_new`` when the prior manifest lacks
     its hash; each such hash also yields exactly one chunks/ row (the occurrence with the
-    smallest chunk_id, so the choice does not depend on grouping order). Both sides are
-    streamed: a boilerplate paragraph in a million documents is never held in a list.
+    smallest chunk_id, so the choice does not depend on grouping order). Two passes over the
+    bucket: the first collects the prior hashes and, per new hash, the smallest chunk_id (no
+    text is held); the second emits. A bucket with no current occurrence (every bucket of a
+    run in which nothing changed) costs nothing but its grouping.
     """
 
-    def process(self, element: tuple[str, dict[str, Iterable[Any]]]):
-        _, grouped = element
-        is_new = next(iter(grouped["prior"]), _ABSENT) is _ABSENT
-        first: dict[str, Any] | None = None
-        for row in grouped["current"]:
+    def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
+        _, values = element
+        prior_hashes: set[str] = set()
+        first: dict[str, str] = {}
+        for tag, value in values:
+            if tag == _PRIOR:
+                prior_hashes.update(value)
+                continue
+            h, chunk_id = value["chunk_hash"], value["chunk_id"]
+            if h not in first or chunk_id < first[h]:
+                first[h] = chunk_id
+        if not first:
+            return
+        new = {h: c for h, c in first.items() if h not in prior_hashes}
+        tally = self._tally
+        for tag, row in values:
+            if tag == _PRIOR:
+                continue
+            chosen = new.get(row["chunk_hash"])
+            is_new = chosen is not None
             yield {**document.occurrence_fields(row), "is_new": is_new}
-            if is_new and (first is None or row["chunk_id"] < first["chunk_id"]):
-                first = row
-        if first is not None:
-            yield beam.pvalue.TaggedOutput(_CHUNKS, first)
-
-
-_ABSENT = object()
+            tally["chunks_total"] += 1
+            if is_new:
+                tally["chunks_new_occurrences"] += 1
+                if chosen == row["chunk_id"]:
+                    tally["chunks_to_embed"] += 1
+                    tally["tokens_to_embed"] += row["token_count"]
+                    yield beam.pvalue.TaggedOutput(_CHUNKS, row)
 
 
 def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
@@ -204,63 +244,84 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
 
 
 class ChunkCorpus(beam.PTransform):
-    """``{'files': PCollection[SourceFile], 'prior': PCollection[manifest row dict]}`` →
-    ``{'chunks', 'manifest', 'removed', 'errors': PCollection[row dict], 'counts':
+    """``{'files': PCollection[SourceFile], 'prior': PCollection[PriorPart]}`` →
+    ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
     PCollection[dict] (one element)}``.
 
     The output contract of DESIGN.md: chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
     no longer exists; errors one row per failed document. Every listed document is exactly one
-    of processed, carried over or failed, and ``counts`` says how many of each.
+    of processed, carried over or failed, and ``counts`` says how many of each. Tables come
+    out as Arrow tables of ``transforms.schema``'s schemas, ready for ``WriteToParquetBatched``.
+
+    ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
+    row group through FileSystems). The prior manifest is joined twice, both times with
+    grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
+    summary per document and part, and by hash bucket as lists of distinct hashes; its rows
+    are kept or removed a part at a time (``transforms.prior``).
     """
 
-    def __init__(self, *, config: ChunkingConfig, read_bytes: ReadBytes = read_file) -> None:
+    def __init__(
+        self,
+        *,
+        config: ChunkingConfig,
+        read_bytes: ReadBytes = read_file,
+        read_prior: prior.ReadPart = prior.read_part,
+    ) -> None:
         super().__init__()
         self._config = config
         self._read_bytes = read_bytes
+        self._read_prior = read_prior
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        files, prior = inputs["files"], inputs["prior"]
+        files, parts = inputs["files"], inputs["prior"]
+        summarised = parts | "SummarisePrior" >> beam.ParDo(
+            prior.SummariseParts(self._read_prior)
+        ).with_outputs(prior.HASHES, main="summaries")
         planned = (
             {
                 "listed": files | "KeyFilesByDoc" >> beam.Map(_key_listed),
-                "prior": prior | "KeyPriorByDoc" >> beam.Map(lambda r: (r["doc_id"], r)),
+                "prior": summarised.summaries,
             }
             | "JoinPriorByDoc" >> beam.CoGroupByKey()
-            | "PlanDocs" >> beam.ParDo(_PlanDocs()).with_outputs(_REMOVED, _COUNTS, main="work")
+            | "PlanDocs" >> beam.ParDo(_PlanDocs()).with_outputs(_VERDICTS, _COUNTS, main="work")
         )
         docs = planned.work | "ProcessDocuments" >> beam.ParDo(
             _ProcessDocuments(self._config, self._read_bytes)
-        ).with_outputs(_OCCURRENCES, _CARRIED, _REMOVED, _ERRORS, _COUNTS)
+        ).with_outputs(_OCCURRENCES, _VERDICTS, _ERRORS, _COUNTS)
         marked = (
-            {
-                "current": docs[_OCCURRENCES],
-                "prior": prior | "KeyPriorByHash" >> beam.Map(lambda r: (r["chunk_hash"], None)),
-            }
-            | "JoinPriorByHash" >> beam.CoGroupByKey()
-            | "MarkNew" >> beam.ParDo(_MarkNew()).with_outputs(_CHUNKS, main="manifest")
+            (
+                docs[_OCCURRENCES],
+                summarised[prior.HASHES] | "TagPriorHashes" >> beam.Map(_tag_prior_hashes),
+            )
+            | "FlattenByBucket" >> beam.Flatten()
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "MarkNew" >> beam.ParDo(_MarkNew()).with_outputs(_CHUNKS, _COUNTS, main="manifest")
         )
-        manifest = (marked.manifest, docs[_CARRIED]) | "FlattenManifest" >> beam.Flatten()
-        removed = (planned[_REMOVED], docs[_REMOVED]) | "FlattenRemoved" >> beam.Flatten()
-        chunks = marked[_CHUNKS]
-        errors = docs[_ERRORS]
+        applied = (
+            (planned[_VERDICTS], docs[_VERDICTS])
+            | "FlattenVerdicts" >> beam.Flatten()
+            | "GroupVerdictsByPart" >> beam.GroupByKey()
+            | "ApplyVerdicts"
+            >> beam.ParDo(prior.ApplyVerdicts(self._read_prior)).with_outputs(
+                prior.REMOVED, prior.COUNTS, main="kept"
+            )
+        )
+        manifest = (
+            marked.manifest | "ManifestToArrow" >> beam.ParDo(RowsToArrowTables(schema.MANIFEST)),
+            applied.kept | "BatchKept" >> beam.ParDo(ConcatTables()),
+        ) | "FlattenManifest" >> beam.Flatten()
+        removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
+        chunks = marked[_CHUNKS] | "ChunksToArrow" >> beam.ParDo(RowsToArrowTables(schema.CHUNKS))
+        errors = docs[_ERRORS] | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
 
         counts = (
             (
                 files | "CountListed" >> beam.Map(lambda _: ("docs_listed", 1)),
                 planned[_COUNTS],
                 docs[_COUNTS],
-                manifest
-                | "CountManifest"
-                >> beam.FlatMap(
-                    lambda r: [("chunks_total", 1), ("chunks_new_occurrences", int(r["is_new"]))]
-                ),
-                chunks
-                | "CountChunks"
-                >> beam.FlatMap(
-                    lambda r: [("chunks_to_embed", 1), ("tokens_to_embed", r["token_count"])]
-                ),
-                removed | "CountRemoved" >> beam.Map(lambda _: ("chunks_removed", 1)),
+                marked[_COUNTS],
+                applied[prior.COUNTS],
             )
             | "FlattenCounts" >> beam.Flatten()
             | "SumCounts" >> beam.CombinePerKey(sum)

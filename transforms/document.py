@@ -7,11 +7,15 @@
 * ``processed`` — extracted and chunked; prior chunks its new version lacks are removed;
 * ``failed`` — one errors/ row; its prior rows carry over (a transient failure must not delete
   embeddings downstream) and nothing is removed.
+
+A document's prior rows are known here only by their summaries (``WorkItem.prior``); the
+outcome's ``verdict`` says what becomes of them, and ``transforms.prior`` applies it where
+the rows lie.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +24,7 @@ from transforms.chunking import Span
 from transforms.chunking.context import context_windows
 from transforms.config import Chunking, ChunkingConfig
 from transforms.extract import Extracted, ExtractionError, extract, one_line
-from transforms.types import WorkItem
+from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 from transforms.versions import library_versions
 
 PROCESSED = "processed"
@@ -32,33 +36,25 @@ FAILED = "failed"
 class DocOutcome:
     status: str
     occurrences: list[dict[str, Any]] = field(default_factory=list)  # new chunk rows, with text
-    carried: list[dict[str, Any]] = field(default_factory=list)  # manifest rows kept as they were
-    removed: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    # Carried over after reading: the same bytes under new listing metadata, so its kept rows
+    # record this version and the next run can skip reading it.
+    new_version: str | None = None
 
-
-# A prior manifest written before a nullable column existed (decode_lossy, ...) comes back
-# from ReadFromParquet without that key: it reads as null. Required columns must be there.
-_MAY_BE_ABSENT = frozenset(f.name for f in schema.MANIFEST if f.nullable)
+    def verdict(self, doc_id: str) -> Verdict:
+        """What becomes of the document's prior rows: a processed document's are replaced by
+        its occurrences (those whose chunk_id is gone are removed); otherwise they are kept."""
+        if self.status == PROCESSED:
+            return Verdict(
+                doc_id, REPLACE, current_ids=frozenset(o["chunk_id"] for o in self.occurrences)
+            )
+        return Verdict(doc_id, KEEP, version=self.new_version)
 
 
 def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The columns every occurrence table shares, taken from any of their rows (a nullable
-    column the row lacks is null; a required one raises ``KeyError``)."""
-    return {k: row.get(k) if k in _MAY_BE_ABSENT else row[k] for k in schema.OCCURRENCE_FIELDS}
-
-
-def carried_rows(
-    prior: Iterable[dict[str, Any]], *, version: str | None = None
-) -> list[dict[str, Any]]:
-    """Prior manifest rows as rows of this run's manifest (none of them is new); with
-    ``version``, their ``source_version`` becomes the listing's current one (same bytes under
-    new metadata, so the next run can skip reading them)."""
-    rows = [{**occurrence_fields(r), "is_new": False} for r in prior]
-    if version is not None:
-        for row in rows:
-            row["source_version"] = version
-    return rows
+    """The columns every occurrence table shares, taken from any of their rows (a missing one
+    raises ``KeyError``)."""
+    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
 def error_row(
@@ -77,15 +73,14 @@ def error_row(
 
 
 def failed(item: WorkItem, stage: str, reason: str, message: str, sha: str | None = None):
-    return DocOutcome(
-        FAILED, carried=carried_rows(item.prior), error=error_row(item, stage, reason, message, sha)
-    )
+    return DocOutcome(FAILED, error=error_row(item, stage, reason, message, sha))
 
 
 def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) -> bool:
+    """True when every prior row was made from these very bytes with this config."""
     return bool(item.prior) and all(
-        r["content_sha256"] == content_sha256 and r["config_fingerprint"] == config.fingerprint
-        for r in item.prior
+        s.content_sha256 == content_sha256 and s.config_fingerprint == config.fingerprint
+        for s in item.prior
     )
 
 
@@ -96,9 +91,8 @@ def is_unchanged_by_listing(item: WorkItem, config: ChunkingConfig) -> bool:
         item.version is not None
         and bool(item.prior)
         and all(
-            r.get("source_version") == item.version
-            and r["config_fingerprint"] == config.fingerprint
-            for r in item.prior
+            s.source_version == item.version and s.config_fingerprint == config.fingerprint
+            for s in item.prior
         )
     )
 
@@ -130,7 +124,7 @@ def process_document(
     config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
-        return DocOutcome(CARRIED_OVER, carried=carried_rows(item.prior, version=item.version))
+        return DocOutcome(CARRIED_OVER, new_version=item.version)
     try:
         if extract_text is None:
             doc = extract(
@@ -154,13 +148,7 @@ def process_document(
         return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
 
     occurrences = _chunk_rows(item, doc, spans, sha, chunking, strategy)
-    current_ids = {o["chunk_id"] for o in occurrences}
-    removed = [
-        {**occurrence_fields(r), "removed_reason": schema.DOCUMENT_CHANGED}
-        for r in item.prior
-        if r["chunk_id"] not in current_ids
-    ]
-    return DocOutcome(PROCESSED, occurrences=occurrences, removed=removed)
+    return DocOutcome(PROCESSED, occurrences=occurrences)
 
 
 def _chunk_rows(

@@ -23,8 +23,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import schema, storage
-from transforms.parquet_batches import RowsToArrowTables
+from transforms import prior, schema, storage
 from transforms.types import SourceFile
 
 SUCCESS = "_SUCCESS"
@@ -89,7 +88,9 @@ class ListFiles(beam.PTransform):
 
 
 class ReadManifest(beam.PTransform):
-    """The prior run's manifest rows (dicts); an empty PCollection when ``pattern`` is None."""
+    """The parts of the prior run's manifest (``PriorPart``: one row group of one file),
+    redistributed so workers read them in parallel; an empty PCollection when ``pattern`` is
+    None. The rows themselves are read by ``ChunkCorpus`` (``transforms.prior``)."""
 
     def __init__(self, pattern: str | None) -> None:
         super().__init__()
@@ -98,14 +99,17 @@ class ReadManifest(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         if self._pattern is None:
             return pbegin | "NoPriorManifest" >> beam.Create([])
-        return pbegin | "ReadParquet" >> beam.io.ReadFromParquet(
-            self._pattern, columns=list(schema.MANIFEST_FIELDS)
+        return (
+            pbegin
+            | "Pattern" >> beam.Create([self._pattern])
+            | "ListParts" >> beam.FlatMap(prior.list_parts)
+            | "SpreadParts" >> beam.Reshuffle()
         )
 
 
 class WriteTables(beam.PTransform):
-    """Writes each table of ``ChunkCorpus``'s output under the run's prefix; returns the
-    written file names (one PCollection, all tables)."""
+    """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements) under the run's
+    prefix; returns the written file names (one PCollection, all tables)."""
 
     def __init__(self, output: str, run_id: str) -> None:
         super().__init__()
@@ -115,11 +119,9 @@ class WriteTables(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         written = []
         for name, table_schema in schema.TABLES.items():
-            # Rows become Arrow tables in batches (RowsToArrowTables: the same files as
-            # WriteToParquet, converted natively instead of field by field in Python).
+            # Each element is an Arrow table of ``table_schema``: one row group.
             written.append(
                 tables[name]
-                | f"ToArrow{name.title()}" >> beam.ParDo(RowsToArrowTables(table_schema))
                 | f"Write{name.title()}"
                 >> beam.io.WriteToParquetBatched(
                     FileSystems.join(table_dir(self._output, self._run_id, name), "part"),

@@ -82,3 +82,36 @@ class RowsToArrowTables(beam.DoFn):
         table = pa.Table.from_batches(self._batches, schema=self._schema)
         self._batches, self._bytes = [], 0
         return table
+
+
+class ConcatTables(beam.DoFn):
+    """Arrow tables in, fewer and larger Arrow tables out: ``WriteToParquetBatched`` writes
+    each table it gets as its own row group, so small tables (the kept rows of a sparse
+    prior part) are joined up to ``row_group_buffer_bytes``. Tables must share a schema."""
+
+    def __init__(self, *, row_group_buffer_bytes: int = ROW_GROUP_BUFFER_BYTES) -> None:
+        if row_group_buffer_bytes < 1:
+            raise ValueError("row_group_buffer_bytes must be positive")
+        self._group_bytes = row_group_buffer_bytes
+
+    def start_bundle(self) -> None:
+        self._tables: list[pa.Table] = []
+        self._bytes = 0
+
+    def process(self, table: pa.Table):
+        if table.nbytes >= self._group_bytes:
+            yield table  # already a row group's worth
+            return
+        if self._bytes + table.nbytes > self._group_bytes:
+            yield self._take()
+        self._tables.append(table)
+        self._bytes += table.nbytes
+
+    def finish_bundle(self):
+        if self._tables:
+            yield window.GlobalWindows.windowed_value_at_end_of_window(self._take())
+
+    def _take(self) -> pa.Table:
+        table = pa.concat_tables(self._tables).combine_chunks()
+        self._tables, self._bytes = [], 0
+        return table

@@ -7,7 +7,6 @@ work items around them. The chunking config is in ``transforms.config``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +21,68 @@ class SourceFile:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorPart:
+    """One row group of one prior manifest file: the unit the prior manifest is read in."""
+
+    path: str
+    row_group: int
+
+    @property
+    def key(self) -> str:
+        # A plain string, so grouping by part encodes deterministically on every runner.
+        return f"{self.row_group}:{self.path}"
+
+    @classmethod
+    def from_key(cls, key: str) -> PriorPart:
+        row_group, path = key.split(":", 1)
+        return cls(path, int(row_group))
+
+
+@dataclass(frozen=True, slots=True)
+class PriorSummary:
+    """What one prior part holds of one document: how many rows, and the version,
+    fingerprint and content hash they share (``None`` where its rows disagree or have none).
+
+    A document's rows are summarised, not carried: deciding its fate needs only this, and its
+    rows are kept, removed or dropped later where they lie (``transforms.prior``), so an
+    unchanged document's rows never travel through the pipeline one by one."""
+
+    part: str  # PriorPart.key
+    rows: int
+    source_version: str | None
+    config_fingerprint: str | None
+    content_sha256: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkItem:
-    """A listed document joined with its rows in the prior manifest (empty if it is new)."""
+    """A listed document joined with the summaries of its rows in the prior manifest (none if
+    it is new)."""
 
     doc_id: str
     uri: str
     size_bytes: int
-    prior: tuple[dict[str, Any], ...] = ()
+    prior: tuple[PriorSummary, ...] = ()
     version: str | None = None  # the listing's ``SourceFile.version``
+
+
+# What becomes of a document's prior rows (``Verdict.kind``).
+KEEP = "keep"  # carried over or failed: every row stays in the manifest
+REPLACE = "replace"  # processed: its rows are superseded; those whose chunk_id is gone are removed
+REMOVE = "remove"  # no longer listed: every row is removed
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The fate of one document's rows in one prior part."""
+
+    doc_id: str
+    kind: str
+    # KEEP: the listing's version to record on the kept rows (the same bytes were found under
+    # new metadata), or None to keep them as they are.
+    version: str | None = None
+    # REPLACE: the chunk_ids the document has now; its prior rows with other ids are removed.
+    current_ids: frozenset[str] = frozenset()
 
 
 def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> str | None:

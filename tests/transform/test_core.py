@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs
+from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
 from transforms import ids, schema
 from transforms.core import ChunkCorpus
 from transforms.types import SourceFile
@@ -40,13 +42,16 @@ NEW = {
 }
 
 
-def run_corpus(store: dict[str, bytes], prior: list[dict]):
-    """Runs ChunkCorpus and returns its tables as lists (collected through a side channel)."""
-    with TestPipeline(runner="FnApiRunner") as p:
+def run_corpus(store: dict[str, bytes], prior: list[dict], *, row_group_rows: int = 3):
+    """Runs ChunkCorpus with ``prior`` as a prior manifest file (small row groups, so
+    documents span parts) and returns its tables as lists of rows (collected through a side
+    channel)."""
+    with tempfile.TemporaryDirectory() as d, TestPipeline(runner="FnApiRunner") as p:
         files = p | "Files" >> beam.Create(
             [SourceFile(u, len(b)) for u, b in sorted(store.items())]
         )
-        prior_pc = p | "Prior" >> beam.Create(prior)
+        parts = write_prior(prior, d, row_group_rows=row_group_rows)
+        prior_pc = p | "Prior" >> beam.Create(parts)
         out = {"files": files, "prior": prior_pc} | ChunkCorpus(
             config=SMALL, read_bytes=FakeStore(store)
         )
@@ -56,7 +61,10 @@ def run_corpus(store: dict[str, bytes], prior: list[dict]):
                 | f"Collect{name}" >> beam.combiners.ToList()
                 | f"Keep{name}" >> beam.Map(_keep, name=name)
             )
-    return {name: _COLLECTED.pop(name) for name in list(_COLLECTED)}
+    return {
+        name: rows if name == "counts" else table_rows(rows)
+        for name, rows in ((n, _COLLECTED.pop(n)) for n in list(_COLLECTED))
+    }
 
 
 _COLLECTED: dict[str, list] = {}
@@ -182,7 +190,9 @@ def test_unreadable_document_is_a_read_failed_error():
         prior = p | "NoPrior" >> beam.Create([])
         out = {"files": files, "prior": prior} | ChunkCorpus(config=SMALL, read_bytes=Vanishing({}))
         assert_that(
-            out["errors"] | beam.Map(lambda r: (r["source_uri"], r["stage"], r["reason"])),
+            out["errors"]
+            | beam.FlatMap(lambda t: t.to_pylist())
+            | beam.Map(lambda r: (r["source_uri"], r["stage"], r["reason"])),
             equal_to([("/c/x.md", "read", "read_failed")]),
         )
 
@@ -194,12 +204,13 @@ class ReadNothing:
         raise AssertionError(f"{uri} was read")
 
 
-def test_documents_whose_listing_version_is_unchanged_are_not_read(prior):
+def test_documents_whose_listing_version_is_unchanged_are_not_read(prior, tmp_path):
     uri = "/c/unchanged.md"
     versioned = [{**r, "source_version": "v1"} for r in prior if r["source_uri"] == uri]
+    parts = write_prior(versioned, str(tmp_path))
     with TestPipeline(runner="FnApiRunner") as p:
         files = p | "Files" >> beam.Create([SourceFile(uri, len(OLD[uri]), "v1")])
-        out = {"files": files, "prior": p | "Prior" >> beam.Create(versioned)} | ChunkCorpus(
+        out = {"files": files, "prior": p | "Prior" >> beam.Create(parts)} | ChunkCorpus(
             config=SMALL, read_bytes=ReadNothing()
         )
         assert_that(
@@ -207,7 +218,9 @@ def test_documents_whose_listing_version_is_unchanged_are_not_read(prior):
             equal_to([(0, 1)]),
         )
         assert_that(
-            out["manifest"] | beam.Map(lambda r: (r["chunk_id"], r["is_new"])),
+            out["manifest"]
+            | beam.FlatMap(lambda t: t.to_pylist())
+            | beam.Map(lambda r: (r["chunk_id"], r["is_new"])),
             equal_to([(r["chunk_id"], False) for r in versioned]),
             label="Manifest",
         )

@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.helpers import SMALL, manifest_rows, paragraphs
+from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
 from transforms import storage
 from transforms.core import ChunkCorpus
 from transforms.types import SourceFile
@@ -35,7 +35,7 @@ class PinningStore:
         return DATA
 
 
-def test_vanished_and_changed_objects_are_errors_that_keep_their_prior_rows():
+def test_vanished_and_changed_objects_are_errors_that_keep_their_prior_rows(tmp_path):
     listed = {"/c/same.md": "gen=1", "/c/gone.md": "gen=1", "/c/moved.md": "gen=1"}
     now = {"/c/same.md": "gen=1", "/c/gone.md": None, "/c/moved.md": "gen=2"}
     # Prior rows of another version, so every document is read.
@@ -44,13 +44,16 @@ def test_vanished_and_changed_objects_are_errors_that_keep_their_prior_rows():
         for uri in ("/c/gone.md", "/c/moved.md")
         for r in manifest_rows(uri, paragraphs("older", "text"))
     ]
+    parts = write_prior(prior, str(tmp_path), row_group_rows=2)
     with TestPipeline(runner="FnApiRunner") as p:
         files = p | "Files" >> beam.Create([SourceFile(u, len(DATA), v) for u, v in listed.items()])
-        out = {"files": files, "prior": p | "Prior" >> beam.Create(prior)} | ChunkCorpus(
+        out = {"files": files, "prior": p | "Prior" >> beam.Create(parts)} | ChunkCorpus(
             config=SMALL, read_bytes=PinningStore(now)
         )
         assert_that(
-            out["errors"] | beam.Map(lambda r: (r["source_uri"], r["stage"], r["reason"])),
+            out["errors"]
+            | beam.FlatMap(lambda t: t.to_pylist())
+            | beam.Map(lambda r: (r["source_uri"], r["stage"], r["reason"])),
             equal_to([("/c/gone.md", "read", "vanished"), ("/c/moved.md", "read", "changed")]),
         )
         assert_that(
@@ -63,6 +66,7 @@ def test_vanished_and_changed_objects_are_errors_that_keep_their_prior_rows():
         assert_that(out["removed"], equal_to([]), label="NothingRemoved")
         assert_that(
             out["manifest"]
+            | beam.FlatMap(lambda t: t.to_pylist())
             | beam.Filter(lambda r: r["source_uri"] != "/c/same.md")
             | beam.Map(lambda r: r["chunk_id"]),
             equal_to([r["chunk_id"] for r in prior]),

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs
-from transforms import document, ids, schema
+from tests.helpers import SMALL, make_pdf, manifest_rows, manifest_table, paragraphs, summarise
+from transforms import document, ids, prior, schema
 from transforms.config import Chunking, ChunkingConfig
-from transforms.types import WorkItem
+from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 
 URI = "/corpus/a.md"
 
 
 def item(prior=(), data=b"") -> WorkItem:
-    return WorkItem(ids.doc_id(URI), URI, len(data), tuple(prior))
+    return WorkItem(ids.doc_id(URI), URI, len(data), summarise(list(prior)))
+
+
+def applied(rows, out: document.DocOutcome, uri: str = URI):
+    """The prior rows' fate under the outcome's verdict: (kept rows, removed rows)."""
+    verdict = out.verdict(ids.doc_id(uri))
+    kept, removed = prior.apply_verdicts(manifest_table(rows), [verdict])
+    return kept.to_pylist(), removed.to_pylist()
 
 
 def run(data: bytes, prior=(), config: ChunkingConfig = SMALL) -> document.DocOutcome:
@@ -51,9 +58,10 @@ def test_unchanged_document_is_carried_over_without_extraction():
     prior = manifest_rows(URI, data)
     out = run(data, prior)
     assert out.status == document.CARRIED_OVER
-    assert out.occurrences == [] and out.removed == []
-    assert [r["chunk_id"] for r in out.carried] == [r["chunk_id"] for r in prior]
-    assert all(r["is_new"] is False for r in out.carried)
+    assert out.occurrences == []
+    assert out.verdict(ids.doc_id(URI)) == Verdict(ids.doc_id(URI), KEEP)
+    kept, removed = applied(prior, out)
+    assert kept == [{**r, "is_new": False} for r in prior] and removed == []
 
 
 def test_config_change_rechunks_an_unchanged_document():
@@ -74,8 +82,11 @@ def test_edit_keeps_ids_of_untouched_chunks_and_removes_only_the_edited_one():
     old_ids = {r["chunk_id"] for r in prior}
     new_ids = {o["chunk_id"] for o in out.occurrences}
     assert len(old_ids & new_ids) == len(prior) - 1
-    assert [r["removed_reason"] for r in out.removed] == [schema.DOCUMENT_CHANGED]
-    assert out.removed[0]["chunk_id"] in old_ids - new_ids
+    assert out.verdict(ids.doc_id(URI)).kind == REPLACE
+    kept, removed = applied(prior, out)
+    assert kept == []  # superseded by this run's occurrences
+    assert [r["removed_reason"] for r in removed] == [schema.DOCUMENT_CHANGED]
+    assert [r["chunk_id"] for r in removed] == list(old_ids - new_ids)
 
 
 @pytest.mark.parametrize(
@@ -89,14 +100,15 @@ def test_edit_keeps_ids_of_untouched_chunks_and_removes_only_the_edited_one():
 def test_failure_yields_one_error_and_keeps_prior_rows(uri, data, reason):
     good = make_pdf(["alpha " * 30, "beta " * 30]) if uri.endswith(".pdf") else paragraphs("a", "b")
     prior = manifest_rows(uri, good)
-    doc = WorkItem(ids.doc_id(uri), uri, len(data), tuple(prior))
+    doc = WorkItem(ids.doc_id(uri), uri, len(data), summarise(prior))
     out = document.process_document(doc, data, Chunking(SMALL))
     assert out.status == document.FAILED
     assert out.error["reason"] == reason and out.error["source_uri"] == uri
     assert "\n" not in out.error["message"]
     assert set(out.error) == set(schema.ERRORS.names)
-    assert out.removed == [] and out.occurrences == []
-    assert [r["chunk_id"] for r in out.carried] == [r["chunk_id"] for r in prior]
+    assert out.occurrences == []
+    kept, removed = applied(prior, out, uri)
+    assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in prior] and removed == []
 
 
 def test_chunker_crash_is_an_error_row_not_an_exception():
@@ -128,7 +140,7 @@ def _versioned(version, prior_version=V1, config=SMALL, n_mismatch=0):
     prior = [{**r, "source_version": prior_version} for r in manifest_rows(URI, data, config)]
     for r in prior[:n_mismatch]:
         r["source_version"] = V2
-    return WorkItem(ids.doc_id(URI), URI, len(data), tuple(prior), version=version)
+    return WorkItem(ids.doc_id(URI), URI, len(data), summarise(prior), version=version)
 
 
 @pytest.mark.parametrize(
@@ -152,8 +164,10 @@ def test_same_bytes_under_new_listing_metadata_carry_over_with_the_new_version()
     data = paragraphs("alpha", "beta", "gamma")
     out = document.process_document(it, data, Chunking(SMALL))
     assert out.status == document.CARRIED_OVER
-    assert {r["source_version"] for r in out.carried} == {V2}
-    assert [r["chunk_id"] for r in out.carried] == [r["chunk_id"] for r in it.prior]
+    rows = [{**r, "source_version": V1} for r in manifest_rows(URI, data)]
+    kept, removed = applied(rows, out)
+    assert {r["source_version"] for r in kept} == {V2}
+    assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in rows] and removed == []
 
 
 def test_new_rows_record_the_listing_version():

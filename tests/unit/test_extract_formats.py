@@ -351,18 +351,6 @@ def test_pdf_chunks_carry_the_outline_path() -> None:
     assert paths[0] == [] and paths[-1] == ["Second"] and ["Intro", "Details"] in paths
 
 
-def test_prior_rows_written_before_decode_lossy_carry_over_as_null() -> None:
-    uri = "/c/a.md"
-    data = b"# Title\n\nSome text.\n"
-    item = WorkItem(ids.doc_id(uri), uri, len(data))
-    rows = document.process_document(item, data, Chunking(SMALL)).occurrences
-    old = [{k: v for k, v in r.items() if k != "decode_lossy"} for r in rows]
-    carried = document.carried_rows(old)
-    assert [r["decode_lossy"] for r in carried] == [None] * len(rows)
-    with pytest.raises(KeyError):
-        document.occurrence_fields({k: v for k, v in rows[0].items() if k != "chunk_hash"})
-
-
 # --- decoding -----------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline import plan
-from tests.helpers import SMALL, manifest_rows, paragraphs
+from tests.helpers import SMALL, manifest_rows, paragraphs, summarise
 from transforms import document, ids, storage
 from transforms.config import ChunkingConfig
 from transforms.types import WorkItem
@@ -91,7 +91,7 @@ def test_summary_then_classify_is_the_runs_rule(listed, rows, split):
     ]
     summary = plan.summarise_prior(prior_table(full, batch=split), FP)
     got = plan.compare(listing((uri, 100, listed)), summary, SMALL)
-    item = WorkItem(ids.doc_id(uri), uri, 100, prior=tuple(full), version=listed)
+    item = WorkItem(ids.doc_id(uri), uri, 100, prior=summarise(full, split), version=listed)
     if not full:
         expected = plan.NEW
     elif document.is_unchanged_by_listing(item, SMALL):

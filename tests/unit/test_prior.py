@@ -1,0 +1,87 @@
+"""transforms.prior: summaries, hash buckets and verdicts applied to a prior part, without Beam."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from tests.helpers import manifest_rows, manifest_table, paragraphs, write_prior
+from transforms import ids, prior, schema
+from transforms.parquet_batches import ConcatTables
+from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, Verdict
+
+A, B, C = "/c/a.md", "/c/b.md", "/c/c.md"
+
+
+def rows_of(uri: str, *words: str, version: str | None = "v1") -> list[dict]:
+    return [{**r, "source_version": version} for r in manifest_rows(uri, paragraphs(*words))]
+
+
+def test_summaries_give_one_per_document_with_the_values_its_rows_share():
+    a = rows_of(A, "alpha", "beta")
+    b = rows_of(B, "gamma", "delta", "epsilon")
+    b[1]["source_version"] = "v2"  # b's rows disagree on the version
+    c = rows_of(C, "zeta", version=None)
+    got = dict(prior.summaries(manifest_table(a + b + c), "0:/p.parquet"))
+    assert set(got) == {ids.doc_id(A), ids.doc_id(B), ids.doc_id(C)}
+    sa, sb, sc = got[ids.doc_id(A)], got[ids.doc_id(B)], got[ids.doc_id(C)]
+    assert (sa.part, sa.rows, sa.source_version) == ("0:/p.parquet", len(a), "v1")
+    assert sa.config_fingerprint == a[0]["config_fingerprint"]
+    assert sa.content_sha256 == a[0]["content_sha256"]
+    assert (sb.rows, sb.source_version, sb.content_sha256) == (len(b), None, b[0]["content_sha256"])
+    assert (sc.rows, sc.source_version) == (len(c), None)
+
+
+def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix():
+    rows = rows_of(A, "alpha", "beta", "alpha") + rows_of(B, "beta", "gamma")
+    buckets = prior.hashes_by_bucket(manifest_table(rows))
+    flat = [h for _, hashes in buckets for h in hashes]
+    assert sorted(flat) == sorted({r["chunk_hash"] for r in rows})
+    assert all(prior.hash_bucket(h) == bucket for bucket, hashes in buckets for h in hashes)
+
+
+def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
+    a, b, c = rows_of(A, "alpha", "beta"), rows_of(B, "gamma", "delta"), rows_of(C, "zeta")
+    keep_b = {b[0]["chunk_id"]}  # b's new version still has its first chunk
+    kept, removed = prior.apply_verdicts(
+        manifest_table(a + b + c),
+        [
+            Verdict(ids.doc_id(A), KEEP, version="v9"),
+            Verdict(ids.doc_id(B), REPLACE, current_ids=frozenset(keep_b | {"new-id"})),
+            Verdict(ids.doc_id(C), REMOVE),
+        ],
+    )
+    assert kept.schema == schema.MANIFEST and removed.schema == schema.REMOVED
+    assert kept.to_pylist() == [{**r, "source_version": "v9", "is_new": False} for r in a]
+    occurrence = lambda r: {k: r[k] for k in schema.OCCURRENCE_FIELDS}  # noqa: E731
+    assert removed.to_pylist() == [
+        {**occurrence(b[1]), "removed_reason": schema.DOCUMENT_CHANGED},
+        *({**occurrence(r), "removed_reason": schema.DOCUMENT_REMOVED} for r in c),
+    ]
+
+
+def test_a_row_without_a_verdict_fails_loudly_rather_than_vanishing():
+    a, b = rows_of(A, "alpha"), rows_of(B, "beta")
+    with pytest.raises(RuntimeError, match="got no verdict"):
+        prior.apply_verdicts(manifest_table(a + b), [Verdict(ids.doc_id(A), KEEP)])
+
+
+def test_parts_are_row_groups_read_back_as_written(tmp_path):
+    rows = rows_of(A, "alpha", "beta", "gamma") + rows_of(B, "delta", "epsilon")
+    parts = write_prior(rows, str(tmp_path), row_group_rows=2)
+    assert [p.row_group for p in parts] == list(range((len(rows) + 1) // 2))
+    assert all(PriorPart.from_key(p.key) == p for p in parts)
+    back = [r for p in parts for r in prior.read_part(p, schema.MANIFEST_FIELDS).to_pylist()]
+    assert back == rows
+
+
+def test_concat_tables_joins_small_tables_into_row_groups_and_loses_no_row():
+    small = [pa.table({"x": list(range(i * 10, i * 10 + 10))}) for i in range(5)]
+    fn = ConcatTables(row_group_buffer_bytes=250)  # 80 bytes a table: three fit
+    fn.start_bundle()
+    out = [t for s in small for t in fn.process(s)]
+    out += [wv.value for wv in fn.finish_bundle()]
+    assert [t.num_rows for t in out] == [30, 20]
+    assert [x for t in out for x in t["x"].to_pylist()] == list(range(50))
+    big = pa.table({"x": list(range(100))})
+    assert list(fn.process(big)) == [big]  # already a row group's worth: passed on as is
