@@ -212,6 +212,18 @@ class Corpora:
         self._made[n_docs] = path
         return path
 
+    def next_edit(self, n_docs: int) -> int:
+        """A fresh edit number for the ``n_docs`` corpus: a --work-dir reused by a later
+        call has been edited before, and the same edit again would change no byte."""
+        counter = self.path(n_docs) + ".edits"
+        done = 0
+        if os.path.exists(counter):
+            with open(counter) as f:
+                done = int(f.read())
+        with open(counter, "w") as f:
+            f.write(f"{done + 1}\n")
+        return done + 1
+
 
 def corpus_bytes(path: str) -> int:
     return sum(
@@ -303,7 +315,9 @@ def incremental(corpora: Corpora, sizes: Sizes, full: ScalePoint) -> Incremental
     out = os.path.join(corpora.work, f"out-memory-{full.docs}")
     unchanged = measure(chunkmill_cmd(corpus, out, ONE_WORKER, prior="auto"))
     _log(f"  re-run, nothing changed: {unchanged.wall_s:.1f} s")
-    edited = mixed_corpus.edit_documents(corpus, full.docs, sizes.edit_fraction, corpora.seed)
+    edited = mixed_corpus.edit_documents(
+        corpus, full.docs, sizes.edit_fraction, corpora.seed, edit=corpora.next_edit(full.docs)
+    )
     changed = measure(chunkmill_cmd(corpus, out, ONE_WORKER, prior="auto"))
     _log(f"  re-run, {len(edited)} documents changed: {changed.wall_s:.1f} s")
     return Incremental(full.docs, len(edited), full.m, unchanged, changed)

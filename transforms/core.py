@@ -64,36 +64,62 @@ ReadBytes = Callable[[str], bytes]
 read_file = storage.ObjectReader()
 
 
-def _key_listed(f: SourceFile) -> tuple[str, SourceFile]:
-    _DOCS_LISTED.inc()
-    _BYTES_LISTED.inc(f.size_bytes)
-    _PROGRESS_LISTED.update(f.size_bytes)
+def _key_by_doc(f: SourceFile) -> tuple[str, SourceFile]:
     return ids.doc_id(f.uri), f
 
 
-class _Tallies(beam.DoFn):
-    """Counts for the run report, summed per bundle and emitted once at its end (tagged
-    ``_COUNTS``), so no count travels as an element per row or per document."""
+# Verdicts a DoFn holds before emitting them grouped by part: enough that a part's verdicts
+# travel in few elements, small enough (~100 bytes each) to bound the buffer.
+_VERDICT_BUFFER = 20_000
+
+
+class _PerBundle(beam.DoFn):
+    """Outputs gathered over a bundle instead of emitted one by one: counts for the run
+    report (tagged ``_COUNTS``; no count travels as an element per row or per document) and
+    verdicts (tagged ``_VERDICTS``: ``(part, tuple of verdicts)``, one element per part
+    rather than per document)."""
 
     def start_bundle(self) -> None:
         self._tally: Counter[str] = Counter()
+        self._verdicts: dict[str, list[Verdict]] = {}
+        self._held = 0
+
+    def _verdict(self, part: str, verdict: Verdict):
+        """Holds a verdict; yields the held ones when the buffer is full."""
+        self._verdicts.setdefault(part, []).append(verdict)
+        self._held += 1
+        if self._held >= _VERDICT_BUFFER:
+            yield from self._flush_verdicts(lambda v: v)
+
+    def _flush_verdicts(self, wrap):
+        for part, held in sorted(self._verdicts.items()):
+            yield beam.pvalue.TaggedOutput(_VERDICTS, wrap((part, tuple(held))))
+        self._verdicts, self._held = {}, 0
 
     def finish_bundle(self):
+        yield from self._flush_verdicts(window.GlobalWindows.windowed_value)
         for name, n in sorted(self._tally.items()):
             yield beam.pvalue.TaggedOutput(_COUNTS, window.GlobalWindows.windowed_value((name, n)))
 
 
-class _PlanDocs(_Tallies):
+class _PlanDocs(_PerBundle):
     """Joins the listing with the prior summaries by doc_id: a listed document becomes a
-    WorkItem carrying its summaries; a prior document no longer listed is removed whole (one
-    REMOVE verdict per part it has rows in)."""
+    WorkItem carrying its summaries; a prior document no longer listed is removed whole (a
+    REMOVE verdict for each part it has rows in). An object listed twice (matched by two
+    patterns) is one document."""
 
     def process(self, element: tuple[str, dict[str, Iterable[Any]]]):
         doc, grouped = element
-        listed: list[SourceFile] = sorted(grouped["listed"], key=lambda f: f.uri)
+        listed: list[SourceFile] = list(grouped["listed"])
         summaries: list[PriorSummary] = sorted(grouped["prior"], key=lambda s: s.part)
         if listed:
-            f = listed[0]
+            # Two listings of one object carry the same metadata; max only makes the choice
+            # independent of order if a store answered differently.
+            f = max(listed, key=lambda f: (f.uri, f.size_bytes, f.version or ""))
+            _DOCS_LISTED.inc()
+            _BYTES_LISTED.inc(f.size_bytes)
+            _PROGRESS_LISTED.update(f.size_bytes)
+            self._tally["docs_listed"] += 1
             yield WorkItem(
                 doc_id=doc,
                 uri=f.uri,
@@ -105,10 +131,10 @@ class _PlanDocs(_Tallies):
         if summaries:
             self._tally["docs_removed"] += 1
         for s in summaries:
-            yield beam.pvalue.TaggedOutput(_VERDICTS, (s.part, Verdict(doc, REMOVE)))
+            yield from self._verdict(s.part, Verdict(doc, REMOVE))
 
 
-class _ProcessDocuments(_Tallies):
+class _ProcessDocuments(_PerBundle):
     def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes) -> None:
         self._config = config
         self._read_bytes = read_bytes
@@ -155,7 +181,7 @@ class _ProcessDocuments(_Tallies):
         if item.prior:
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):
-                yield beam.pvalue.TaggedOutput(_VERDICTS, (part, verdict))
+                yield from self._verdict(part, verdict)
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         try:
@@ -179,7 +205,7 @@ def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, l
     return bucket, (_PRIOR, hashes)
 
 
-class _MarkNew(_Tallies):
+class _MarkNew(_PerBundle):
     """Joins this run's chunk occurrences with the prior manifest's hashes, a hash bucket at
     a time.
 
@@ -280,7 +306,7 @@ class ChunkCorpus(beam.PTransform):
         ).with_outputs(prior.HASHES, main="summaries")
         planned = (
             {
-                "listed": files | "KeyFilesByDoc" >> beam.Map(_key_listed),
+                "listed": files | "KeyFilesByDoc" >> beam.Map(_key_by_doc),
                 "prior": summarised.summaries,
             }
             | "JoinPriorByDoc" >> beam.CoGroupByKey()
@@ -317,7 +343,6 @@ class ChunkCorpus(beam.PTransform):
 
         counts = (
             (
-                files | "CountListed" >> beam.Map(lambda _: ("docs_listed", 1)),
                 planned[_COUNTS],
                 docs[_COUNTS],
                 marked[_COUNTS],

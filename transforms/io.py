@@ -52,6 +52,11 @@ class ListFiles(beam.PTransform):
     so a large bucket is listed by many workers; the final ``Reshuffle`` breaks fusion with
     the cheap listing so the expensive per-document work fans out across workers.
     ``billing_project`` is the project billed for requester-pays buckets.
+
+    ``distinct=False`` skips both the de-duplication and the final ``Reshuffle``: for a
+    consumer that groups by document next (``ChunkCorpus`` joins by doc_id, which
+    redistributes the documents and keeps one listing of each), saving two shuffles of every
+    listed object.
     """
 
     def __init__(
@@ -60,6 +65,7 @@ class ListFiles(beam.PTransform):
         *,
         exclude_prefix: str | None = None,
         billing_project: str | None = None,
+        distinct: bool = True,
     ) -> None:
         super().__init__()
         if not patterns:
@@ -67,16 +73,22 @@ class ListFiles(beam.PTransform):
         self._patterns = list(patterns)
         self._exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
         self._billing_project = billing_project
+        self._distinct = distinct
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         exclude = self._exclude
-        return (
+        listed = (
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
             | "Shard" >> beam.FlatMap(storage.plan, billing_project=self._billing_project)
             | "SpreadShards" >> beam.Reshuffle()
             | "ListShard" >> beam.FlatMap(storage.list_shard)
             | "Keep" >> beam.Filter(lambda f: not (exclude and f.uri.startswith(exclude)))
+        )
+        if not self._distinct:
+            return listed
+        return (
+            listed
             | "KeyByUri" >> beam.Map(_listed)
             # Two patterns matching one object give the same metadata; max only makes the
             # choice independent of order if a store answered differently.

@@ -20,6 +20,7 @@ tables.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -194,16 +195,16 @@ def _as(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
 
 
 class ApplyVerdicts(beam.DoFn):
-    """``(part key, [Verdict])`` → kept manifest rows as ``pa.Table``; tagged ``REMOVED``:
-    removed rows as ``pa.Table``; tagged ``COUNTS``: ``(name, n)``."""
+    """``(part key, [batch of Verdicts])`` → kept manifest rows as ``pa.Table``; tagged
+    ``REMOVED``: removed rows as ``pa.Table``; tagged ``COUNTS``: ``(name, n)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
 
-    def process(self, element: tuple[str, Iterable[Verdict]]):
-        key, verdicts = element
-        table = self._read(PriorPart.from_key(key), schema.MANIFEST_FIELDS)
-        manifest, removed = apply_verdicts(table, verdicts)
+    def process(self, element: tuple[str, Iterable[Iterable[Verdict]]]):
+        key, batches = element
+        table = self._read(PriorPart.from_key(key), schema.OCCURRENCE_FIELDS)
+        manifest, removed = apply_verdicts(table, itertools.chain.from_iterable(batches))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_total", manifest.num_rows))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_removed", removed.num_rows))
         if manifest.num_rows:

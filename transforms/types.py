@@ -1,4 +1,7 @@
-"""Element types that travel between pipeline stages (frozen, picklable dataclasses).
+"""Element types that travel between pipeline stages: NamedTuples for those that cross a
+shuffle once per document (a tuple pickles
+about 1.5x faster than a slotted dataclass),
+frozen dataclasses for the rest.
 
 Table rows are plain dicts keyed by the fields of ``transforms.schema``; these types are the
 work items around them. The chunking config is in ``transforms.config``.
@@ -7,10 +10,10 @@ work items around them. The chunking config is in ``transforms.config``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class SourceFile:
+class SourceFile(NamedTuple):
     """One object found by the listing."""
 
     uri: str
@@ -38,8 +41,7 @@ class PriorPart:
         return cls(path, int(row_group))
 
 
-@dataclass(frozen=True, slots=True)
-class PriorSummary:
+class PriorSummary(NamedTuple):
     """What one prior part holds of one document: how many rows, and the version,
     fingerprint and content hash they share (``None`` where its rows disagree or have none).
 
@@ -72,8 +74,7 @@ REPLACE = "replace"  # processed: its rows are superseded; those whose chunk_id 
 REMOVE = "remove"  # no longer listed: every row is removed
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The fate of one document's rows in one prior part."""
 
     doc_id: str
