@@ -64,8 +64,19 @@ ReadBytes = Callable[[str], bytes]
 read_file = storage.ObjectReader()
 
 
-def _key_by_doc(f: SourceFile) -> tuple[str, SourceFile]:
-    return ids.doc_id(f.uri), f
+# Tags of the values grouped by doc_id. Values cross the shuffle as plain tuples of strings
+# and numbers, which Beam's coder encodes natively (a NamedTuple or dataclass is pickled,
+# several times slower, and this join sees every listed and every prior document).
+_LISTED, _SUMMARY = 0, 1
+
+
+def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
+    return ids.doc_id(f.uri), (_LISTED, *f)
+
+
+def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, ...]]:
+    doc, summary = element
+    return doc, (_SUMMARY, *summary)
 
 
 # Verdicts a DoFn holds before emitting them grouped by part: enough that a part's verdicts
@@ -93,7 +104,8 @@ class _PerBundle(beam.DoFn):
 
     def _flush_verdicts(self, wrap):
         for part, held in sorted(self._verdicts.items()):
-            yield beam.pvalue.TaggedOutput(_VERDICTS, wrap((part, tuple(held))))
+            batch = tuple(tuple(v) for v in held)  # plain tuples: encoded natively
+            yield beam.pvalue.TaggedOutput(_VERDICTS, wrap((part, batch)))
         self._verdicts, self._held = {}, 0
 
     def finish_bundle(self):
@@ -108,10 +120,16 @@ class _PlanDocs(_PerBundle):
     REMOVE verdict for each part it has rows in). An object listed twice (matched by two
     patterns) is one document."""
 
-    def process(self, element: tuple[str, dict[str, Iterable[Any]]]):
-        doc, grouped = element
-        listed: list[SourceFile] = list(grouped["listed"])
-        summaries: list[PriorSummary] = sorted(grouped["prior"], key=lambda s: s.part)
+    def process(self, element: tuple[str, Iterable[tuple[Any, ...]]]):
+        doc, values = element
+        listed: list[SourceFile] = []
+        summaries: list[PriorSummary] = []
+        for value in values:
+            if value[0] == _LISTED:
+                listed.append(SourceFile._make(value[1:]))
+            else:
+                summaries.append(PriorSummary._make(value[1:]))
+        summaries.sort(key=lambda s: s.part)
         if listed:
             # Two listings of one object carry the same metadata; max only makes the choice
             # independent of order if a store answered differently.
@@ -212,25 +230,28 @@ class _MarkNew(_PerBundle):
     Every occurrence becomes a manifest row flagged ``is_new`` when the prior manifest lacks
     its hash; each such hash also yields exactly one chunks/ row (the occurrence with the
     smallest chunk_id, so the choice does not depend on grouping order). Two passes over the
-    bucket: the first collects the prior hashes and, per new hash, the smallest chunk_id (no
-    text is held); the second emits. A bucket with no current occurrence (every bucket of a
-    run in which nothing changed) costs nothing but its grouping.
+    bucket: the first finds, per current hash, the smallest chunk_id (no text is held), then
+    which of those hashes the prior lists hold; the second emits. A bucket with no current
+    occurrence (every bucket of a run in which nothing changed) costs only its grouping.
     """
 
     def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
         _, values = element
-        prior_hashes: set[str] = set()
+        prior_lists: list[list[str]] = []
         first: dict[str, str] = {}
         for tag, value in values:
             if tag == _PRIOR:
-                prior_hashes.update(value)
+                prior_lists.append(value)
                 continue
             h, chunk_id = value["chunk_hash"], value["chunk_id"]
             if h not in first or chunk_id < first[h]:
                 first[h] = chunk_id
         if not first:
             return
-        new = {h: c for h, c in first.items() if h not in prior_hashes}
+        seen: set[str] = set()
+        for hashes in prior_lists:
+            seen |= first.keys() & hashes  # set work in C, over the prior side once
+        new = {h: c for h, c in first.items() if h not in seen}
         tally = self._tally
         for tag, row in values:
             if tag == _PRIOR:
@@ -305,11 +326,12 @@ class ChunkCorpus(beam.PTransform):
             prior.SummariseParts(self._read_prior)
         ).with_outputs(prior.HASHES, main="summaries")
         planned = (
-            {
-                "listed": files | "KeyFilesByDoc" >> beam.Map(_key_by_doc),
-                "prior": summarised.summaries,
-            }
-            | "JoinPriorByDoc" >> beam.CoGroupByKey()
+            (
+                files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc),
+                summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc),
+            )
+            | "FlattenByDoc" >> beam.Flatten()
+            | "JoinPriorByDoc" >> beam.GroupByKey()
             | "PlanDocs" >> beam.ParDo(_PlanDocs()).with_outputs(_VERDICTS, _COUNTS, main="work")
         )
         docs = planned.work | "ProcessDocuments" >> beam.ParDo(

@@ -46,7 +46,7 @@ class DocOutcome:
         its occurrences (those whose chunk_id is gone are removed); otherwise they are kept."""
         if self.status == PROCESSED:
             return Verdict(
-                doc_id, REPLACE, current_ids=frozenset(o["chunk_id"] for o in self.occurrences)
+                doc_id, REPLACE, current_ids=tuple(o["chunk_id"] for o in self.occurrences)
             )
         return Verdict(doc_id, KEEP, version=self.new_version)
 

@@ -195,8 +195,9 @@ def _as(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
 
 
 class ApplyVerdicts(beam.DoFn):
-    """``(part key, [batch of Verdicts])`` → kept manifest rows as ``pa.Table``; tagged
-    ``REMOVED``: removed rows as ``pa.Table``; tagged ``COUNTS``: ``(name, n)``."""
+    """``(part key, [batch of Verdicts as plain tuples])`` → kept manifest rows as
+    ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``; tagged ``COUNTS``:
+    ``(name, n)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
@@ -204,7 +205,8 @@ class ApplyVerdicts(beam.DoFn):
     def process(self, element: tuple[str, Iterable[Iterable[Verdict]]]):
         key, batches = element
         table = self._read(PriorPart.from_key(key), schema.OCCURRENCE_FIELDS)
-        manifest, removed = apply_verdicts(table, itertools.chain.from_iterable(batches))
+        verdicts = (Verdict._make(v) for v in itertools.chain.from_iterable(batches))
+        manifest, removed = apply_verdicts(table, verdicts)
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_total", manifest.num_rows))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_removed", removed.num_rows))
         if manifest.num_rows:

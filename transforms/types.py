@@ -1,7 +1,6 @@
 """Element types that travel between pipeline stages: NamedTuples for those that cross a
-shuffle once per document (a tuple pickles
-about 1.5x faster than a slotted dataclass),
-frozen dataclasses for the rest.
+shuffle once per document (sent as plain tuples, which Beam's coder encodes natively where
+anything else is pickled), frozen dataclasses for the rest.
 
 Table rows are plain dicts keyed by the fields of ``transforms.schema``; these types are the
 work items around them. The chunking config is in ``transforms.config``.
@@ -83,7 +82,7 @@ class Verdict(NamedTuple):
     # new metadata), or None to keep them as they are.
     version: str | None = None
     # REPLACE: the chunk_ids the document has now; its prior rows with other ids are removed.
-    current_ids: frozenset[str] = frozenset()
+    current_ids: tuple[str, ...] = ()
 
 
 def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> str | None:

@@ -180,6 +180,25 @@ def test_duplicate_content_across_documents_is_embedded_once():
         assert chunk["chunk_id"] == min(same)
 
 
+def test_an_object_listed_twice_is_one_document():
+    """Two patterns matching one object list it twice; the join by doc_id keeps one."""
+    data = paragraphs("once", "only")
+    with TestPipeline(runner="FnApiRunner") as p:
+        files = p | beam.Create([SourceFile("/c/a.md", len(data), "v1")] * 2)
+        out = {"files": files, "prior": p | "NoPrior" >> beam.Create([])} | ChunkCorpus(
+            config=SMALL, read_bytes=FakeStore({"/c/a.md": data})
+        )
+        assert_that(
+            out["counts"] | beam.Map(lambda c: (c["docs_listed"], c["docs_processed"])),
+            equal_to([(1, 1)]),
+        )
+        assert_that(
+            out["manifest"] | beam.FlatMap(lambda t: t["chunk_index"].to_pylist()),
+            equal_to([0, 1]),
+            label="ManifestOnce",
+        )
+
+
 def test_unreadable_document_is_a_read_failed_error():
     class Vanishing(FakeStore):
         def __call__(self, uri):

@@ -47,7 +47,7 @@ def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
         manifest_table(a + b + c),
         [
             Verdict(ids.doc_id(A), KEEP, version="v9"),
-            Verdict(ids.doc_id(B), REPLACE, current_ids=frozenset(keep_b | {"new-id"})),
+            Verdict(ids.doc_id(B), REPLACE, current_ids=(*keep_b, "new-id")),
             Verdict(ids.doc_id(C), REMOVE),
         ],
     )
