@@ -46,7 +46,7 @@ _PROGRESS_READ = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_READ, process_
 _PROGRESS_DONE = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_DONE, process_wide=True)
 
 # Tags of multi-output steps.
-_OCCURRENCES = "occurrences"
+_OCCURRENCES = "occurrences"  # also keys of _HOLD
 _VERDICTS = "verdicts"
 _ERRORS = "errors"
 _COUNTS = "counts"
@@ -79,37 +79,55 @@ def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, 
     return doc, (_SUMMARY, *summary)
 
 
-# Verdicts a DoFn holds before emitting them grouped by part: enough that a part's verdicts
-# travel in few elements, small enough (~100 bytes each) to bound the buffer.
-_VERDICT_BUFFER = 20_000
+# How many values a DoFn holds before emitting them grouped by key: verdicts (~100 bytes
+# each) and chunk occurrences (rows with their text, ~2 KB): enough that a key's values
+# travel in few elements, small enough to bound the buffer.
+_HOLD = {"verdicts": 20_000, "occurrences": 4_096}
+
+
+def _pack_verdicts(held: list[Verdict]) -> tuple[tuple[Any, ...], ...]:
+    return tuple(tuple(v) for v in held)  # plain tuples: encoded natively
+
+
+def _pack_occurrences(held: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    return _CURRENT, held
+
+
+_PACK: dict[str, Callable[[list[Any]], Any]] = {
+    "verdicts": _pack_verdicts,
+    "occurrences": _pack_occurrences,
+}
 
 
 class _PerBundle(beam.DoFn):
     """Outputs gathered over a bundle instead of emitted one by one: counts for the run
-    report (tagged ``_COUNTS``; no count travels as an element per row or per document) and
-    verdicts (tagged ``_VERDICTS``: ``(part, tuple of verdicts)``, one element per part
-    rather than per document)."""
+    report (tagged ``_COUNTS``; no count travels as an element per row or per document), and
+    values bound for a grouping, held per key and emitted as one element per key when the
+    buffer fills or the bundle ends: verdicts (tagged ``_VERDICTS``: ``(part, verdicts)``)
+    and chunk occurrences (``_OCCURRENCES``: ``(bucket, (_CURRENT, rows))``). Beam's cost is
+    per element, so this takes most of it off the rows."""
 
     def start_bundle(self) -> None:
         self._tally: Counter[str] = Counter()
-        self._verdicts: dict[str, list[Verdict]] = {}
-        self._held = 0
+        self._held: dict[str, dict[str, list[Any]]] = {tag: {} for tag in _HOLD}
+        self._held_n: Counter[str] = Counter()
 
-    def _verdict(self, part: str, verdict: Verdict):
-        """Holds a verdict; yields the held ones when the buffer is full."""
-        self._verdicts.setdefault(part, []).append(verdict)
-        self._held += 1
-        if self._held >= _VERDICT_BUFFER:
-            yield from self._flush_verdicts(lambda v: v)
+    def _hold(self, tag: str, key: str, value: Any):
+        """Holds ``value`` under ``key``; yields the held values of ``tag`` when full."""
+        self._held[tag].setdefault(key, []).append(value)
+        self._held_n[tag] += 1
+        if self._held_n[tag] >= _HOLD[tag]:
+            yield from self._release(tag, lambda v: v)
 
-    def _flush_verdicts(self, wrap):
-        for part, held in sorted(self._verdicts.items()):
-            batch = tuple(tuple(v) for v in held)  # plain tuples: encoded natively
-            yield beam.pvalue.TaggedOutput(_VERDICTS, wrap((part, batch)))
-        self._verdicts, self._held = {}, 0
+    def _release(self, tag: str, wrap):
+        pack = _PACK[tag]
+        for key, held in sorted(self._held[tag].items()):
+            yield beam.pvalue.TaggedOutput(tag, wrap((key, pack(held))))
+        self._held[tag], self._held_n[tag] = {}, 0
 
     def finish_bundle(self):
-        yield from self._flush_verdicts(window.GlobalWindows.windowed_value)
+        for tag in _HOLD:
+            yield from self._release(tag, window.GlobalWindows.windowed_value)
         for name, n in sorted(self._tally.items()):
             yield beam.pvalue.TaggedOutput(_COUNTS, window.GlobalWindows.windowed_value((name, n)))
 
@@ -149,7 +167,7 @@ class _PlanDocs(_PerBundle):
         if summaries:
             self._tally["docs_removed"] += 1
         for s in summaries:
-            yield from self._verdict(s.part, Verdict(doc, REMOVE))
+            yield from self._hold(_VERDICTS, s.part, Verdict(doc, REMOVE))
 
 
 class _ProcessDocuments(_PerBundle):
@@ -194,12 +212,11 @@ class _ProcessDocuments(_PerBundle):
             self._tally[f"failed:{outcome.error['reason']}"] += 1
             yield beam.pvalue.TaggedOutput(_ERRORS, outcome.error)
         for row in outcome.occurrences:
-            bucket = prior.hash_bucket(row["chunk_hash"])
-            yield beam.pvalue.TaggedOutput(_OCCURRENCES, (bucket, (_CURRENT, row)))
+            yield from self._hold(_OCCURRENCES, prior.hash_bucket(row["chunk_hash"]), row)
         if item.prior:
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):
-                yield from self._verdict(part, verdict)
+                yield from self._hold(_VERDICTS, part, verdict)
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         try:
@@ -235,17 +252,18 @@ class _MarkNew(_PerBundle):
     occurrence (every bucket of a run in which nothing changed) costs only its grouping.
     """
 
-    def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
+    def process(self, element: tuple[str, Iterable[tuple[int, list[Any]]]]):
         _, values = element
         prior_lists: list[list[str]] = []
         first: dict[str, str] = {}
-        for tag, value in values:
+        for tag, batch in values:
             if tag == _PRIOR:
-                prior_lists.append(value)
+                prior_lists.append(batch)
                 continue
-            h, chunk_id = value["chunk_hash"], value["chunk_id"]
-            if h not in first or chunk_id < first[h]:
-                first[h] = chunk_id
+            for row in batch:
+                h, chunk_id = row["chunk_hash"], row["chunk_id"]
+                if h not in first or chunk_id < first[h]:
+                    first[h] = chunk_id
         if not first:
             return
         seen: set[str] = set()
@@ -253,19 +271,22 @@ class _MarkNew(_PerBundle):
             seen |= first.keys() & hashes  # set work in C, over the prior side once
         new = {h: c for h, c in first.items() if h not in seen}
         tally = self._tally
-        for tag, row in values:
+        for tag, batch in values:
             if tag == _PRIOR:
                 continue
-            chosen = new.get(row["chunk_hash"])
-            is_new = chosen is not None
-            yield {**document.occurrence_fields(row), "is_new": is_new}
-            tally["chunks_total"] += 1
-            if is_new:
-                tally["chunks_new_occurrences"] += 1
-                if chosen == row["chunk_id"]:
-                    tally["chunks_to_embed"] += 1
-                    tally["tokens_to_embed"] += row["token_count"]
-                    yield beam.pvalue.TaggedOutput(_CHUNKS, row)
+            for row in batch:
+                chosen = new.get(row["chunk_hash"])
+                is_new = chosen is not None
+                # The whole row, text included: RowsToArrowTables takes the manifest's
+                # columns only, and copying a dict whole is cheaper than picking fields.
+                yield {**row, "is_new": is_new}
+                tally["chunks_total"] += 1
+                if is_new:
+                    tally["chunks_new_occurrences"] += 1
+                    if chosen == row["chunk_id"]:
+                        tally["chunks_to_embed"] += 1
+                        tally["tokens_to_embed"] += row["token_count"]
+                        yield beam.pvalue.TaggedOutput(_CHUNKS, row)
 
 
 def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:

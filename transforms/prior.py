@@ -34,9 +34,11 @@ from apache_beam.io.filesystems import FileSystems
 from transforms import schema
 from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 
-# Hex digits of chunk_hash that name its bucket in the hash join: 4,096 buckets, so a
-# bucket of a billion-row manifest holds ~250,000 distinct hashes.
-BUCKET_CHARS = 3
+# Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
+# of a manifest of a hundred million distinct hashes holds ~400,000 (~40 MB as Python
+# strings, what MarkNew holds of a bucket), and this run's occurrences, batched per bucket,
+# travel in batches of a useful size.
+BUCKET_CHARS = 2
 
 _SUMMARY_COLUMNS = ["doc_id", "source_version", "config_fingerprint", "content_sha256"]
 
