@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
@@ -82,15 +84,18 @@ def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, 
 # How many values a DoFn holds before emitting them grouped by key: verdicts (~100 bytes
 # each) and chunk occurrences (rows with their text, ~2 KB): enough that a key's values
 # travel in few elements, small enough to bound the buffer.
-_HOLD = {"verdicts": 20_000, "occurrences": 4_096}
+_HOLD = {"verdicts": 20_000, "occurrences": 16_384}
 
 
 def _pack_verdicts(held: list[Verdict]) -> tuple[tuple[Any, ...], ...]:
     return tuple(tuple(v) for v in held)  # plain tuples: encoded natively
 
 
-def _pack_occurrences(held: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
-    return _CURRENT, held
+def _pack_occurrences(held: list[dict[str, Any]]) -> tuple[int, bytes]:
+    # Converted to Arrow once, here, and sent as an IPC message without its schema: the
+    # shuffle moves a few buffers instead of encoding every field of every row, and the
+    # rows are never converted again (MarkNew and the writers work on Arrow).
+    return _CURRENT, prior.to_ipc(pa.RecordBatch.from_pylist(held, schema=schema.CHUNKS))
 
 
 _PACK: dict[str, Callable[[list[Any]], Any]] = {
@@ -242,51 +247,53 @@ def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, l
 
 class _MarkNew(_PerBundle):
     """Joins this run's chunk occurrences with the prior manifest's hashes, a hash bucket at
-    a time.
+    a time, in Arrow.
 
     Every occurrence becomes a manifest row flagged ``is_new`` when the prior manifest lacks
     its hash; each such hash also yields exactly one chunks/ row (the occurrence with the
     smallest chunk_id, so the choice does not depend on grouping order). Two passes over the
-    bucket: the first finds, per current hash, the smallest chunk_id (no text is held), then
-    which of those hashes the prior lists hold; the second emits. A bucket with no current
-    occurrence (every bucket of a run in which nothing changed) costs only its grouping.
+    bucket, a batch at a time: the first finds each current hash's smallest chunk_id (hashes
+    and ids only are held) and which of those hashes the prior lists hold; the second emits
+    the manifest and chunks tables of each batch. A bucket with no current occurrence (every
+    bucket of a run in which nothing changed) costs only its grouping.
     """
 
-    def process(self, element: tuple[str, Iterable[tuple[int, list[Any]]]]):
+    def process(self, element: tuple[str, Iterable[tuple[int, bytes]]]):
         _, values = element
-        prior_lists: list[list[str]] = []
-        first: dict[str, str] = {}
-        for tag, batch in values:
+        prior_hashes: list[bytes] = []
+        ids_seen: list[pa.Table] = []
+        for tag, payload in values:
             if tag == _PRIOR:
-                prior_lists.append(batch)
+                prior_hashes.append(payload)
                 continue
-            for row in batch:
-                h, chunk_id = row["chunk_hash"], row["chunk_id"]
-                if h not in first or chunk_id < first[h]:
-                    first[h] = chunk_id
-        if not first:
+            batch = prior.from_ipc(payload, schema.CHUNKS)
+            ids_seen.append(pa.Table.from_batches([batch.select(["chunk_hash", "chunk_id"])]))
+        if not ids_seen:
             return
-        seen: set[str] = set()
-        for hashes in prior_lists:
-            seen |= first.keys() & hashes  # set work in C, over the prior side once
-        new = {h: c for h, c in first.items() if h not in seen}
+        first = _first_ids(pa.concat_tables(ids_seen))
+        seen = pa.chunked_array([prior.hashes_from_ipc(p) for p in prior_hashes], pa.string())
+        new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
+        new_hashes, chosen = new["chunk_hash"], new["chunk_id"]
         tally = self._tally
-        for tag, batch in values:
+        for tag, payload in values:
             if tag == _PRIOR:
                 continue
-            for row in batch:
-                chosen = new.get(row["chunk_hash"])
-                is_new = chosen is not None
-                # The whole row, text included: RowsToArrowTables takes the manifest's
-                # columns only, and copying a dict whole is cheaper than picking fields.
-                yield {**row, "is_new": is_new}
-                tally["chunks_total"] += 1
-                if is_new:
-                    tally["chunks_new_occurrences"] += 1
-                    if chosen == row["chunk_id"]:
-                        tally["chunks_to_embed"] += 1
-                        tally["tokens_to_embed"] += row["token_count"]
-                        yield beam.pvalue.TaggedOutput(_CHUNKS, row)
+            batch = pa.Table.from_batches([prior.from_ipc(payload, schema.CHUNKS)])
+            is_new = pc.is_in(batch["chunk_hash"], value_set=new_hashes)
+            yield prior.as_table(batch, schema.MANIFEST, is_new=is_new)
+            embed = batch.filter(pc.is_in(batch["chunk_id"], value_set=chosen))
+            tally["chunks_total"] += batch.num_rows
+            tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
+            if embed.num_rows:
+                tally["chunks_to_embed"] += embed.num_rows
+                tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
+                yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+
+
+def _first_ids(table: pa.Table) -> pa.Table:
+    """``(chunk_hash, chunk_id)``: each hash of ``table`` once, with its smallest chunk_id."""
+    g = table.group_by("chunk_hash").aggregate([("chunk_id", "min")])
+    return pa.table({"chunk_hash": g["chunk_hash"], "chunk_id": g["chunk_id_min"]})
 
 
 def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
@@ -376,12 +383,14 @@ class ChunkCorpus(beam.PTransform):
                 prior.REMOVED, prior.COUNTS, main="kept"
             )
         )
+        # Batched before the Flatten: its two inputs come from different stages, so what
+        # reaches the writer crosses a stage boundary, better as few large tables.
         manifest = (
-            marked.manifest | "ManifestToArrow" >> beam.ParDo(RowsToArrowTables(schema.MANIFEST)),
-            applied.kept | "BatchKept" >> beam.ParDo(ConcatTables()),
+            marked.manifest | "BatchManifest" >> beam.ParDo(ConcatTables()),
+            applied.kept,
         ) | "FlattenManifest" >> beam.Flatten()
         removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
-        chunks = marked[_CHUNKS] | "ChunksToArrow" >> beam.ParDo(RowsToArrowTables(schema.CHUNKS))
+        chunks = marked[_CHUNKS] | "BatchChunks" >> beam.ParDo(ConcatTables())
         errors = docs[_ERRORS] | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
 
         counts = (

@@ -99,19 +99,24 @@ class ConcatTables(beam.DoFn):
         self._bytes = 0
 
     def process(self, table: pa.Table):
-        if table.nbytes >= self._group_bytes:
+        # The size of the buffers the table references: ~20x cheaper than ``nbytes``, which
+        # measures exactly what a slice or a filter's result uses of them.
+        size = table.get_total_buffer_size()
+        if size >= self._group_bytes:
             yield table  # already a row group's worth
             return
-        if self._bytes + table.nbytes > self._group_bytes:
+        if self._bytes + size > self._group_bytes:
             yield self._take()
         self._tables.append(table)
-        self._bytes += table.nbytes
+        self._bytes += size
 
     def finish_bundle(self):
         if self._tables:
             yield window.GlobalWindows.windowed_value_at_end_of_window(self._take())
 
     def _take(self) -> pa.Table:
+        # Combined into one chunk per column: the Parquet writer is far slower on columns of
+        # many small chunks (a 20,000-document first run took 39 s instead of 30).
         table = pa.concat_tables(self._tables).combine_chunks()
         self._tables, self._bytes = [], 0
         return table

@@ -54,6 +54,25 @@ def hash_bucket(chunk_hash: str) -> str:
     return chunk_hash[:BUCKET_CHARS]
 
 
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    """A record batch as an Arrow IPC message without its schema (the receiver knows it):
+    what crosses a shuffle in place of its rows, a few buffers instead of every field of
+    every row encoded apart."""
+    return batch.serialize().to_pybytes()
+
+
+def from_ipc(payload: bytes, batch_schema: pa.Schema) -> pa.RecordBatch:
+    return pa.ipc.read_record_batch(pa.py_buffer(payload), batch_schema)
+
+
+_HASHES = pa.schema([pa.field("chunk_hash", pa.string(), nullable=False)])
+
+
+def hashes_from_ipc(payload: bytes) -> pa.Array:
+    """The hashes of a ``HASHES`` element (``hashes_by_bucket``)."""
+    return from_ipc(payload, _HASHES).column(0)
+
+
 def list_parts(pattern: str) -> Iterator[PriorPart]:
     """Every row group of every Parquet file matching ``pattern`` (footers only are read)."""
     for meta in FileSystems.match([pattern])[0].metadata_list:
@@ -104,17 +123,25 @@ def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     ]
 
 
-def hashes_by_bucket(table: pa.Table) -> list[tuple[str, list[str]]]:
-    """The distinct chunk hashes of ``table``, grouped by ``hash_bucket``."""
+def hashes_by_bucket(table: pa.Table) -> list[tuple[str, bytes]]:
+    """The distinct chunk hashes of ``table``, grouped by ``hash_bucket``: one IPC message
+    of them per bucket (read with ``hashes_from_ipc``)."""
     if table.num_rows == 0:
         return []
-    hashes = table["chunk_hash"]
-    g = (
-        pa.table({"bucket": pc.utf8_slice_codeunits(hashes, 0, BUCKET_CHARS), "h": hashes})
-        .group_by("bucket")
-        .aggregate([("h", "distinct")])
-    )
-    return list(zip(g["bucket"].to_pylist(), g["h_distinct"].to_pylist(), strict=True))
+    hashes = pc.unique(table["chunk_hash"])
+    buckets = pc.utf8_slice_codeunits(hashes, 0, BUCKET_CHARS)
+    order = pc.sort_indices(buckets)
+    hashes = pc.take(hashes, order)
+    # Sorted, so value_counts gives each bucket's run in order of first appearance.
+    runs = pc.value_counts(pc.take(buckets, order))
+    out, start = [], 0
+    for key, count in zip(
+        runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
+    ):
+        batch = pa.record_batch([hashes.slice(start, count)], schema=_HASHES)
+        out.append((key, to_ipc(batch)))
+        start += count
+    return out
 
 
 class SummariseParts(beam.DoFn):
@@ -174,7 +201,7 @@ def apply_verdicts(table: pa.Table, verdicts: Iterable[Verdict]) -> tuple[pa.Tab
         kept = kept.set_column(
             kept.schema.get_field_index("source_version"), "source_version", column
         )
-    manifest = _as(kept, schema.MANIFEST, is_new=pa.array([False] * kept.num_rows, pa.bool_()))
+    manifest = as_table(kept, schema.MANIFEST, is_new=pa.array([False] * kept.num_rows, pa.bool_()))
 
     changed = pc.and_(is_replaced, pc.invert(_in(table["chunk_id"], current)))
     removed = table.filter(pc.or_(is_gone, changed))
@@ -183,10 +210,10 @@ def apply_verdicts(table: pa.Table, verdicts: Iterable[Verdict]) -> tuple[pa.Tab
         pa.scalar(schema.DOCUMENT_REMOVED),
         pa.scalar(schema.DOCUMENT_CHANGED),
     )
-    return manifest, _as(removed, schema.REMOVED, removed_reason=reason)
+    return manifest, as_table(removed, schema.REMOVED, removed_reason=reason)
 
 
-def _as(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
+def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
     """``table``'s occurrence columns plus ``extra``, as a table of ``target`` (the list
     column's item name, which Parquet may have changed, included)."""
     columns = [table[name] for name in schema.OCCURRENCE_FIELDS] + list(extra.values())

@@ -34,7 +34,10 @@ def test_summaries_give_one_per_document_with_the_values_its_rows_share():
 
 def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix():
     rows = rows_of(A, "alpha", "beta", "alpha") + rows_of(B, "beta", "gamma")
-    buckets = prior.hashes_by_bucket(manifest_table(rows))
+    buckets = [
+        (bucket, prior.hashes_from_ipc(payload).to_pylist())
+        for bucket, payload in prior.hashes_by_bucket(manifest_table(rows))
+    ]
     flat = [h for _, hashes in buckets for h in hashes]
     assert sorted(flat) == sorted({r["chunk_hash"] for r in rows})
     assert all(prior.hash_bucket(h) == bucket for bucket, hashes in buckets for h in hashes)
