@@ -381,6 +381,13 @@ def read_object(
         return _read_s3(uri, version, billing_project)
     if k == "fsspec":
         return _read_fsspec(uri, version)
+    if scheme(uri) == "":
+        # A local path: read directly, without FileSystems' per-call dispatch and wrapping.
+        try:
+            with open(uri, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise SourceVanished(f"{uri} no longer exists") from None
     try:
         with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             return f.read()
