@@ -31,21 +31,23 @@ from benchmarks import mixed_corpus
 
 # (stage, substring of a frame); the first match from the innermost frame outwards wins.
 _STAGES: tuple[tuple[str, str], ...] = (
-    ("ProcessDocuments: PDF extraction (pypdf)", "_extract_pdf (transforms/extract.py"),
-    ("ProcessDocuments: text extraction", "extract (transforms/extract.py"),
+    # Parsed formats (PDF, HTML, DOCX) are extracted in a child process py-spy does not
+    # watch; what shows here is text extraction in the worker and the wait for the child.
+    ("ProcessDocuments: extraction", "(transforms/extract/"),
+    ("ProcessDocuments: waiting on the parser child", "(transforms/isolation.py"),
     ("ProcessDocuments: chunking", ".split (transforms/chunking/"),
     ("ProcessDocuments: chunk rows (hash, ids, tokens)", "_chunk_rows (transforms/document.py"),
+    ("ProcessDocuments: rows to Arrow batches", "_pack_occurrences (transforms/core.py"),
     ("ProcessDocuments: other (read, sha256)", "_ProcessDocuments.process (transforms/core.py"),
     ("PlanDocs", "_PlanDocs.process"),
     ("MarkNew", "_MarkNew.process"),
-    ("ReadPriorManifest", "_ParquetSource"),
-    ("ReadPriorManifest", "_ArrowTableToRowDictionaries"),
-    ("WriteTables: rows to Arrow", "_RowDictionariesToArrowTable"),
+    ("ReadPriorManifest: summaries and hashes", "SummariseParts.process"),
+    ("ApplyVerdicts: prior rows kept or removed", "ApplyVerdicts.process"),
     ("WriteTables: rows to Arrow", "(transforms/parquet_batches.py"),
     ("WriteTables: Parquet files", "apache_beam/io/parquetio.py"),
     ("WriteTables: Parquet files", "apache_beam/io/iobase.py"),
     ("WriteTables: Parquet files", "apache_beam/io/filebasedsink.py"),
-    ("ListDocuments", "apache_beam/io/fileio.py"),
+    ("ListDocuments", "(transforms/storage.py"),
     ("Publish", "publish (transforms/io.py"),
 )
 _RUNNER = "run_pipeline (apache_beam/runners/"
@@ -53,6 +55,10 @@ _RUNNER = "run_pipeline (apache_beam/runners/"
 
 def stage_of(frames: list[str]) -> str:
     if not any(_RUNNER in f for f in frames):
+        if any("_bootstrap (threading.py" in f for f in frames):
+            # Not the main thread: the runner's gRPC server, data plane and state threads
+            # (and the progress line's, which barely registers).
+            return "Beam: runner threads (gRPC, data plane)"
         return "start-up: imports, graph construction"
     for frame in reversed(frames):
         for stage, marker in _STAGES:

@@ -48,7 +48,7 @@ _PROGRESS_READ = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_READ, process_
 _PROGRESS_DONE = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_DONE, process_wide=True)
 
 # Tags of multi-output steps.
-_OCCURRENCES = "occurrences"  # also keys of _HOLD
+_OCCURRENCES = "occurrences"
 _VERDICTS = "verdicts"
 _ERRORS = "errors"
 _COUNTS = "counts"
@@ -84,7 +84,7 @@ def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, 
 # How many values a DoFn holds before emitting them grouped by key: verdicts (~100 bytes
 # each) and chunk occurrences (rows with their text, ~2 KB): enough that a key's values
 # travel in few elements, small enough to bound the buffer.
-_HOLD = {"verdicts": 20_000, "occurrences": 16_384}
+_HOLD = {_VERDICTS: 20_000, _OCCURRENCES: 16_384}
 
 
 def _pack_verdicts(held: list[Verdict]) -> tuple[tuple[Any, ...], ...]:
@@ -99,8 +99,8 @@ def _pack_occurrences(held: list[dict[str, Any]]) -> tuple[int, bytes]:
 
 
 _PACK: dict[str, Callable[[list[Any]], Any]] = {
-    "verdicts": _pack_verdicts,
-    "occurrences": _pack_occurrences,
+    _VERDICTS: _pack_verdicts,
+    _OCCURRENCES: _pack_occurrences,
 }
 
 
