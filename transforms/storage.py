@@ -252,10 +252,36 @@ def has_match(pattern: str, billing_project: str | None = None) -> bool:
 
 
 def _list_beam(pattern: str) -> Iterator[SourceFile]:
+    if scheme(pattern) == "" and _GLOB_START.match(pattern).group(0) != pattern:
+        yield from _list_local(pattern)
+        return
     for result in FileSystems.match([pattern]):
         for m in result.metadata_list:
             size = int(m.size_in_bytes)
             yield SourceFile(m.path, size, source_version(size, m.last_updated_in_seconds))
+
+
+_GLOB_START = re.compile(r"^[^[*?]*")
+
+
+def _list_local(pattern: str) -> Iterator[SourceFile]:
+    """A local glob, matched exactly as Beam's ``FileSystems.match`` matches it (the same
+    walk from the directory before the first wildcard, the same ``translate_pattern``
+    regex), with one ``stat`` a file instead of Beam's two and its metadata objects."""
+    if pattern.endswith("/"):
+        pattern += "*"
+    base = os.path.dirname(_GLOB_START.match(pattern).group(0))
+    match = re.compile(FileSystem.translate_pattern(pattern)).match
+    for dirpath, _, names in os.walk(base):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if not match(path):
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:  # gone since the walk saw it, as Beam skips it
+                continue
+            yield SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
 
 
 def _gcs_bucket(uri: str, billing_project: str | None) -> Any:

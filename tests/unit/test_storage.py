@@ -223,3 +223,29 @@ def test_the_delimiter_listing_starts_at_the_whole_fixed_prefix(monkeypatch):
     got = list(storage.plan("gs://bk/docs/a*/**"))
     assert calls == ["docs/a"]
     assert got == [Shard("gs://bk/docs/a*/**", "docs/ab/", True)]  # docs/ab.md: no match
+
+
+@pytest.mark.parametrize(
+    "glob",
+    ["**", "*", "*.md", "sub/*", "**/*.txt", "[ab].md", "sub/", "s?b/**", "nothing/*"],
+)
+def test_local_listing_matches_beams_own_match(tmp_path: Path, glob: str):
+    """The local fast path lists exactly what Beam's FileSystems.match lists, with the same
+    sizes and modification times."""
+    from apache_beam.io.filesystems import FileSystems
+
+    for name in ("a.md", "b.md", "c.txt", "sub/d.md", "sub/e.txt", "sub/deep/f.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name * 3)
+    pattern = f"{tmp_path}/{glob}"
+    ours = sorted(storage._list_local(pattern))
+    beams = sorted(
+        SourceFile(
+            m.path,
+            m.size_in_bytes,
+            storage.source_version(m.size_in_bytes, m.last_updated_in_seconds),
+        )
+        for m in FileSystems.match([pattern])[0].metadata_list
+    )
+    assert ours == beams
+    assert ours or glob == "nothing/*"
