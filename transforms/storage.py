@@ -252,7 +252,7 @@ def has_match(pattern: str, billing_project: str | None = None) -> bool:
 
 
 def _list_beam(pattern: str) -> Iterator[SourceFile]:
-    if scheme(pattern) == "" and _GLOB_START.match(pattern).group(0) != pattern:
+    if scheme(pattern) == "" and _before_glob(pattern) != pattern:
         yield from _list_local(pattern)
         return
     for result in FileSystems.match([pattern]):
@@ -264,13 +264,19 @@ def _list_beam(pattern: str) -> Iterator[SourceFile]:
 _GLOB_START = re.compile(r"^[^[*?]*")
 
 
+def _before_glob(pattern: str) -> str:
+    """The part of ``pattern`` before its first wildcard (all of it when it has none)."""
+    m = _GLOB_START.match(pattern)
+    return m.group(0) if m else ""
+
+
 def _list_local(pattern: str) -> Iterator[SourceFile]:
     """A local glob, matched exactly as Beam's ``FileSystems.match`` matches it (the same
     walk from the directory before the first wildcard, the same ``translate_pattern``
     regex), with one ``stat`` a file instead of Beam's two and its metadata objects."""
     if pattern.endswith("/"):
         pattern += "*"
-    base = os.path.dirname(_GLOB_START.match(pattern).group(0))
+    base = os.path.dirname(_before_glob(pattern))
     match = re.compile(FileSystem.translate_pattern(pattern)).match
     for dirpath, _, names in os.walk(base):
         for name in names:
