@@ -67,8 +67,8 @@ read_file = storage.ObjectReader()
 
 
 # Tags of the values grouped by doc_id. Values cross the shuffle as plain tuples of strings
-# and numbers, which Beam's coder encodes natively (a NamedTuple or dataclass is pickled,
-# several times slower, and this join sees every listed and every prior document).
+# and numbers, which Beam's coder encodes natively (a NamedTuple or dataclass goes through
+# pickle, and this join sees every listed and every prior document).
 _LISTED, _SUMMARY = 0, 1
 
 
@@ -109,8 +109,8 @@ class _PerBundle(beam.DoFn):
     report (tagged ``_COUNTS``; no count travels as an element per row or per document), and
     values bound for a grouping, held per key and emitted as one element per key when the
     buffer fills or the bundle ends: verdicts (tagged ``_VERDICTS``: ``(part, verdicts)``)
-    and chunk occurrences (``_OCCURRENCES``: ``(bucket, (_CURRENT, rows))``). Beam's cost is
-    per element, so this takes most of it off the rows."""
+    and chunk occurrences (``_OCCURRENCES``: ``(bucket, (_CURRENT, Arrow IPC batch))``).
+    Beam's cost is per element, so this takes most of it off the rows."""
 
     def start_bundle(self) -> None:
         self._tally: Counter[str] = Counter()

@@ -35,7 +35,7 @@ from transforms import schema
 from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
-# of a manifest of a hundred million distinct hashes holds ~400,000 (~40 MB as Python
+# of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow
 # strings, what MarkNew holds of a bucket), and this run's occurrences, batched per bucket,
 # travel in batches of a useful size.
 BUCKET_CHARS = 2
@@ -145,7 +145,8 @@ def hashes_by_bucket(table: pa.Table) -> list[tuple[str, bytes]]:
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc_id, PriorSummary)``; tagged ``HASHES``: ``(bucket, [hash])``."""
+    """``PriorPart`` → ``(doc_id, PriorSummary)``; tagged ``HASHES``: ``(bucket, IPC
+    message of the part's distinct hashes in it)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
