@@ -20,12 +20,8 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
-    # Not de-duplicated nor redistributed here: ChunkCorpus's join by doc_id does both.
     files = p | "ListDocuments" >> tio.ListFiles(
-        settings.inputs,
-        exclude_prefix=settings.output,
-        billing_project=settings.billing_project,
-        distinct=False,
+        settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
     reader = ObjectReader(billing_project=settings.billing_project)

@@ -24,7 +24,6 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import prior, schema, storage
-from transforms.types import SourceFile
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -39,24 +38,18 @@ def table_dir(output: str, run_id: str, table: str) -> str:
     return FileSystems.join(run_dir(output, run_id), table)
 
 
-def _listed(f: SourceFile) -> tuple[str, tuple[int, str]]:
-    return f.uri, (f.size_bytes, f.version or "")
-
-
 class ListFiles(beam.PTransform):
-    """Glob patterns → ``PCollection[SourceFile]``, one per object, redistributed.
+    """Glob patterns → ``PCollection[SourceFile]``, one per object a pattern matches.
 
-    An object matched by two patterns is listed once; objects under ``exclude_prefix`` (the
-    output location, when a pattern covers it) are not listed, nor are directory markers.
-    Listing is sharded by prefix (``transforms.storage.plan``) and the shards redistributed,
-    so a large bucket is listed by many workers; the final ``Reshuffle`` breaks fusion with
-    the cheap listing so the expensive per-document work fans out across workers.
-    ``billing_project`` is the project billed for requester-pays buckets.
+    Objects under ``exclude_prefix`` (the output location, when a pattern covers it) are not
+    listed, nor are directory markers. Listing is sharded by prefix
+    (``transforms.storage.plan``) and the shards redistributed, so a large bucket is listed
+    by many workers. ``billing_project`` is the project billed for requester-pays buckets.
 
-    ``distinct=False`` skips both the de-duplication and the final ``Reshuffle``: for a
-    consumer that groups by document next (``ChunkCorpus`` joins by doc_id, which
-    redistributes the documents and keeps one listing of each), saving two shuffles of every
-    listed object.
+    Not de-duplicated and not redistributed: an object two patterns match comes twice, and
+    the consumer groups by document next. ``ChunkCorpus``'s join by doc_id keeps one listing
+    of each object and spreads the documents across workers, so the expensive per-document
+    work fans out, without two more shuffles of every listed object here.
     """
 
     def __init__(
@@ -65,7 +58,6 @@ class ListFiles(beam.PTransform):
         *,
         exclude_prefix: str | None = None,
         billing_project: str | None = None,
-        distinct: bool = True,
     ) -> None:
         super().__init__()
         if not patterns:
@@ -73,29 +65,16 @@ class ListFiles(beam.PTransform):
         self._patterns = list(patterns)
         self._exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
         self._billing_project = billing_project
-        self._distinct = distinct
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         exclude = self._exclude
-        listed = (
+        return (
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
             | "Shard" >> beam.FlatMap(storage.plan, billing_project=self._billing_project)
             | "SpreadShards" >> beam.Reshuffle()
             | "ListShard" >> beam.FlatMap(storage.list_shard)
             | "Keep" >> beam.Filter(lambda f: not (exclude and f.uri.startswith(exclude)))
-        )
-        if not self._distinct:
-            return listed
-        return (
-            listed
-            | "KeyByUri" >> beam.Map(_listed)
-            # Two patterns matching one object give the same metadata; max only makes the
-            # choice independent of order if a store answered differently.
-            | "OncePerUri" >> beam.CombinePerKey(max)
-            | "ToSourceFile"
-            >> beam.MapTuple(lambda uri, meta: SourceFile(uri, meta[0], meta[1] or None))
-            | "Redistribute" >> beam.Reshuffle()
         )
 
 
