@@ -38,7 +38,12 @@ def manifest_rows(uri: str, data: bytes, config: ChunkingConfig = SMALL) -> list
     item = WorkItem(ids.doc_id(uri), uri, len(data))
     outcome = document.process_document(item, data, Chunking(config))
     assert outcome.status == document.PROCESSED, outcome.error
-    return [{**document.occurrence_fields(r), "is_new": True} for r in outcome.occurrences]
+    return [{**occurrence_fields(r), "is_new": True} for r in outcome.occurrences]
+
+
+def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The columns every occurrence table shares, taken from any of their rows."""
+    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
 def manifest_table(rows: list[dict[str, Any]]) -> pa.Table:

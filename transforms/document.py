@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transforms import ids, schema
+from transforms import ids
 from transforms.chunking import Span
 from transforms.chunking.context import context_windows
 from transforms.config import Chunking, ChunkingConfig
@@ -49,12 +49,6 @@ class DocOutcome:
                 doc_id, REPLACE, current_ids=tuple(o["chunk_id"] for o in self.occurrences)
             )
         return Verdict(doc_id, KEEP, version=self.new_version)
-
-
-def occurrence_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The columns every occurrence table shares, taken from any of their rows (a missing one
-    raises ``KeyError``)."""
-    return {k: row[k] for k in schema.OCCURRENCE_FIELDS}
 
 
 def error_row(

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tests.helpers import manifest_rows, manifest_table, paragraphs, write_prior
+from tests.helpers import (
+    manifest_rows,
+    manifest_table,
+    occurrence_fields,
+    paragraphs,
+    write_prior,
+)
 from transforms import ids, prior, schema
 from transforms.parquet_batches import ConcatTables
 from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, Verdict
@@ -56,10 +62,9 @@ def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
     )
     assert kept.schema == schema.MANIFEST and removed.schema == schema.REMOVED
     assert kept.to_pylist() == [{**r, "source_version": "v9", "is_new": False} for r in a]
-    occurrence = lambda r: {k: r[k] for k in schema.OCCURRENCE_FIELDS}  # noqa: E731
     assert removed.to_pylist() == [
-        {**occurrence(b[1]), "removed_reason": schema.DOCUMENT_CHANGED},
-        *({**occurrence(r), "removed_reason": schema.DOCUMENT_REMOVED} for r in c),
+        {**occurrence_fields(b[1]), "removed_reason": schema.DOCUMENT_CHANGED},
+        *({**occurrence_fields(r), "removed_reason": schema.DOCUMENT_REMOVED} for r in c),
     ]
 
 
