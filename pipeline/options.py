@@ -74,7 +74,6 @@ class RunSettings:
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
                 "manifest": self.prior_manifest,
-                "files": len(self.prior_files),
             },
             "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
             # transforms.io.publish reads max_error_ratio and max_removed_ratio from here.

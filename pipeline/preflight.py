@@ -152,13 +152,18 @@ def check_footer(path: str) -> int:
             f"prior manifest {path} is not a readable Parquet file ({_short(e)}); restore "
             f"it, or {_RECOVER}"
         ) from None
-    _check_version(path, found.metadata or {})
+    meta = found.metadata or {}
+    # Another release's manifest is named as such (its columns may differ too); a file that
+    # says nothing of its version is first told apart by its columns.
+    if b"chunkmill.schema_version" in meta:
+        _check_version(path, meta)
     if not same_shape(found, schema.MANIFEST):
         other = [n for n, s in schema.TABLES.items() if same_shape(found, s)]
         what = f"the {other[0]} table" if other else "not a chunkmill manifest"
         raise PriorRefused(
             f"prior manifest {path} is {what}: its columns differ from the manifest's; {_RECOVER}"
         )
+    _check_version(path, meta)
     return int(rows)
 
 

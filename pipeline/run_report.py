@@ -274,6 +274,7 @@ COUNT_LABELS = {
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
     "docs_removed": "documents removed (gone from the listing)",
+    "docs_prior": "documents in the prior manifest",
     "chunks_total": "chunks in the manifest",
     "chunks_new_occurrences": "chunk occurrences with a new hash",
     "chunks_to_embed": "chunks to embed (distinct new hashes)",

@@ -21,7 +21,10 @@ class RunRefused(RuntimeError):
     """The run stops unpublished; ``line`` is the one line the CLI prints."""
 
     def __init__(self, line: str) -> None:
-        self.line = " ".join(line.split())  # one line, whatever it quotes
+        # A runner may rebuild the exception from its own augmented text (Beam:
+        # ``type(e)(f"{e} [while running ...]")``): the line inside the markers is kept.
+        marked = _LINE.search(line)
+        self.line = " ".join((marked.group(1) if marked else line).split())  # one line
         super().__init__(f"{_OPEN}{self.line}{_CLOSE}")
 
     def __reduce__(self):  # pickled by multi-process runners: rebuilt from the line alone
