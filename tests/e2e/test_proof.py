@@ -62,9 +62,10 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], tuple[str, ...], tuple[str, ...
         ("prior run r1 is missing manifest/part-00001-of-00002.parquet", "--prior-manifest"),
     ),
     "truncated manifest file": (
-        lambda r1: _cut_file(r1 / "manifest" / "part-00000-of-00002.parquet"),
+        # The second file: only the first one's footer was ever looked at before.
+        lambda r1: _cut_file(r1 / "manifest" / "part-00001-of-00002.parquet"),
         (),
-        ("manifest/part-00000-of-00002.parquet has", "bytes but its _SUCCESS records"),
+        ("manifest/part-00001-of-00002.parquet has", "bytes but its _SUCCESS records"),
     ),
     "truncated _SUCCESS": (_cut_success, (), ("prior run r1 did not finish", "_SUCCESS")),
     "no _SUCCESS": (
