@@ -73,7 +73,14 @@ def report_run(argv: Sequence[str]) -> int:
 
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
-    print(run_plan.render(run_plan.make_plan(settings), settings))
+    try:
+        planned = run_plan.make_plan(settings)
+    except tio.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
+        raise UsageError(
+            f"the prior manifest cannot be read ({e}); restore the file, or pass "
+            "--prior-manifest with an older run, or none"
+        ) from None
+    print(run_plan.render(planned, settings))
     return 0
 
 

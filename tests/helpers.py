@@ -103,7 +103,9 @@ def write_finished_run(
         tables[name] = []
         for i, table in enumerate(parts):
             rel = f"{name}/part-{i:05d}-of-{len(parts):05d}.parquet"
-            pq.write_table(table, os.path.join(base, rel), write_page_checksum=True)
+            pq.write_table(
+                table, os.path.join(base, rel), compression="none", write_page_checksum=True
+            )
             size = os.path.getsize(os.path.join(base, rel))
             tables[name].append({"path": rel, "rows": table.num_rows, "bytes": size})
     report = {"run_id": run_id, "started_at": "2026-11-20T01:00:00Z", "counts": {}}

@@ -377,11 +377,18 @@ def read_parquet_batches(
     """The given columns of Parquet files, ``batch_rows`` rows at a time (default
     ``PARQUET_BATCH_ROWS``), through FileSystems (local, gs://, s3://), so no table has to fit
     in memory. Page checksums are verified (chunkmill writes them): a flipped byte raises
-    ``OSError`` instead of passing into what is read."""
+    ``UnreadableTable`` naming the file instead of passing into what is read."""
     batch_rows = batch_rows or PARQUET_BATCH_ROWS
     for path in paths:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for batch in pq.ParquetFile(f, page_checksum_verification=True).iter_batches(
-                batch_size=batch_rows, columns=list(columns)
-            ):
-                yield pa.Table.from_batches([batch])
+        try:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                parquet = pq.ParquetFile(f, page_checksum_verification=True)
+                for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
+                    yield pa.Table.from_batches([batch])
+        except OSError as e:
+            raise UnreadableTable(f"{path}: {' '.join(str(e).split())}") from e
+
+
+class UnreadableTable(OSError):
+    """A file of a chunkmill table that cannot be read back (gone, cut short, a page whose
+    checksum does not match); the message names the file."""

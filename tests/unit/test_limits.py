@@ -131,3 +131,18 @@ def test_over_max_document_bytes_is_too_large_from_the_listing() -> None:
     assert (outcome.error["stage"], outcome.error["reason"]) == ("read", "too_large")
     assert outcome.error["content_sha256"] is None
     assert "1001 bytes" in outcome.error["message"] and "1000" in outcome.error["message"]
+
+
+def test_plan_warns_when_the_planned_removals_would_be_refused(docs, tmp_path) -> None:
+    import dataclasses
+
+    from pipeline.plan import removal_warning
+
+    settings = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "out")])
+    warning = removal_warning(6, 10, settings)
+    assert warning is not None and "removes 6 of 10 documents" in warning
+    assert "--max-removed-ratio 0.5" in warning
+    assert removal_warning(5, 10, settings) is None
+    assert removal_warning(0, 0, settings) is None
+    told = dataclasses.replace(settings, max_removed_ratio=1.0)
+    assert removal_warning(10, 10, told) is None

@@ -51,7 +51,7 @@ def write(path: Path, rows: list[dict], *, checksums: bool = True) -> Path:
     return path
 
 
-def flip_a_hash(path: Path, rows: list[dict]) -> str:
+def flip_a_hash(path: Path, rows: list[dict], *, twice: bool = False) -> str:
     """Changes one hex digit of a chunk_hash inside the file's data (not its footer's
     statistics: a hash neither the smallest nor the largest); the file keeps its size and
     the hash stays 64 hex characters. Returns the hash that was flipped."""
@@ -59,8 +59,11 @@ def flip_a_hash(path: Path, rows: list[dict]) -> str:
     victim = hashes[len(hashes) // 2]
     data = bytearray(path.read_bytes())
     at = data.find(victim.encode())
-    assert at >= 0 and data.find(victim.encode(), at + 1) < 0
-    data[at + 10] = ord("0") if data[at + 10] != ord("0") else ord("1")
+    # Once in the chunk_hash column; ``twice``: once more, in a column that quotes it.
+    assert at >= 0 and (data.find(victim.encode(), at + 1) >= 0) == twice
+    for _ in range(2 if twice else 1):
+        data[at + 10] = ord("0") if data[at + 10] != ord("0") else ord("1")
+        at = data.find(victim.encode(), at + 1)
     path.write_bytes(bytes(data))
     return victim
 
@@ -175,3 +178,26 @@ def test_a_refusal_rebuilt_from_a_runners_augmented_text_keeps_its_line():
     rebuilt = RunRefused(f"{original} [while running 'Publish/WriteSuccessAndLatest']")
     assert rebuilt.line == "too many failed"
     assert refusal_line(rebuilt) == "too many failed"
+
+
+def test_plan_on_a_prior_with_flipped_bytes_is_one_line_naming_the_file(tmp_path, capsys):
+    from pipeline.cli import main
+    from tests.helpers import write_finished_run
+
+    rows = hand_rows(20)
+    for row in rows:  # plan reads source_uri: make it distinct, as chunk_hash is
+        row["source_uri"] = f"/c/doc-{row['chunk_hash']}.md"
+    base = Path(
+        write_finished_run(
+            tmp_path / "out", "r1", [pa.Table.from_pylist(rows, schema=schema.MANIFEST)]
+        )
+    )
+    flip_a_hash(base / "manifest" / "part-00000-of-00001.parquet", rows, twice=True)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nhello\n")
+    code = main(
+        ["plan", "--input", str(tmp_path / "docs" / "*"), "--output", str(tmp_path / "out")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "part-00000-of-00001.parquet" in err and "--prior-manifest" in err
