@@ -43,8 +43,15 @@ def refusal_line(e: BaseException) -> str | None:
         seen.add(id(current))
         if isinstance(current, RunRefused):
             return current.line
-        match = _LINE.search(str(current))
-        if match:
-            return match.group(1)
+        line = line_in_text(str(current))
+        if line is not None:
+            return line
         stack += [current.__cause__, current.__context__]
     return None
+
+
+def line_in_text(text: str) -> str | None:
+    """The line of a ``RunRefused`` quoted in ``text`` (a relayed worker log, a traceback),
+    or ``None``."""
+    match = _LINE.search(text)
+    return match.group(1) if match else None

@@ -71,3 +71,19 @@ def test_beam_traceback_of_a_refused_run_is_dropped_unless_debug(level, shown, c
     messages = [r.getMessage() for r in caplog.records if r.name == logs.BEAM_STEP_FAILURES]
     refused = ["step failed", "wrapped step failed"]
     assert messages == (refused if shown else []) + ["another step failed"]
+
+
+def test_a_workers_relayed_log_of_a_refused_run_is_dropped_unless_debug(caplog):
+    from transforms.refusal import RunRefused
+
+    relay = logging.getLogger(logs.WORKER_LOG_RELAY)
+    quoted = f'Worker: severity: ERROR message: "{RunRefused("too many removed")}\\nTraceback"'
+    for level, shown in (("info", False), ("debug", True)):
+        caplog.clear()
+        logs.configure(level)
+        relay.error(quoted)
+        relay.error("Worker: severity: ERROR message: a real failure")
+        messages = [r.getMessage() for r in caplog.records if r.name == logs.WORKER_LOG_RELAY]
+        assert messages == ([quoted] if shown else []) + [
+            "Worker: severity: ERROR message: a real failure"
+        ]
