@@ -7,7 +7,8 @@ inherits the loss).
   one, or its ``manifest/`` folder, or files in it) must have a valid ``_SUCCESS``. The prior
   manifest is then exactly the files that ``_SUCCESS`` lists, never a glob (a stray file
   beside them is not read), and each must be there with the size it records, and a footer
-  with its row count, the manifest schema and this schema version.
+  with its row count, the manifest schema and this schema version. (A ``_SUCCESS`` of a
+  release that listed paths only is proven by presence and footers alone.)
 - Any other Parquet path or glob (a manifest from elsewhere) is every file it matches, each
   footer checked: the manifest schema, a schema version this chunkmill reads.
 - A run's other tables (``chunks/``, ``removed/``, ``errors/``) are refused by name.
