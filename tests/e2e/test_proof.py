@@ -105,6 +105,16 @@ def test_a_damaged_prior_run_is_refused_in_one_line_and_nothing_is_published(
         for word in words:
             assert word in line, (name, line)
 
+    # A stray file beside the listed ones (a copy left by hand) is not part of the manifest:
+    # a glob would carry its rows over twice.
+    out = tmp_path / "stray"
+    shutil.copytree(tmp_path / "out", out)
+    manifest = out / "runs" / "r1" / "manifest"
+    shutil.copy(manifest / "part-00000-of-00002.parquet", manifest / "copy.parquet")
+    second = chunkmill("--input", str(corpus / "**"), output=out, run_id="r2")
+    assert second.counts["chunks_total"] == first.counts["chunks_total"]
+    assert len(second.table("manifest")) == len(first.table("manifest"))
+
 
 @pytest.mark.slow
 def test_a_run_removing_most_documents_is_refused_unless_told(chunkmill, tmp_path, capsys):
