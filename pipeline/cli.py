@@ -16,6 +16,7 @@ from pipeline import graph, launch, logs, progress, report, run_report, runs
 from pipeline import plan as run_plan
 from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
 from transforms import io as tio
+from transforms.refusal import refusal_line
 
 
 def run(argv: Sequence[str]) -> int:
@@ -30,10 +31,13 @@ def run(argv: Sequence[str]) -> int:
             graph.build(p, settings)
     except Exception as e:
         shown.stop()  # its last line before the failure's, not after (stop is idempotent)
-        too_many = tio.error_ratio_line(e)
-        if too_many is not None:  # --max-error-ratio: one line, no traceback
-            print(f"chunkmill: run {settings.run_id} failed: {too_many}", file=sys.stderr)
-            return 1
+        refused = refusal_line(e)
+        if refused is not None:
+            # Stopped on purpose (--max-error-ratio, --max-removed-ratio, a corrupt prior):
+            # one line saying what to change, no traceback; exit 2 like any other refusal
+            # to go on as asked, so a schedule can tell it from a crash (1).
+            print(f"chunkmill: run {settings.run_id} failed: {refused}", file=sys.stderr)
+            return 2
         # Not a bad document (those are errors/ rows): the run itself broke. Nothing was
         # published, so the next run still diffs against the last good one.
         logging.exception("pipeline failed")
@@ -69,7 +73,14 @@ def report_run(argv: Sequence[str]) -> int:
 
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
-    print(run_plan.render(run_plan.make_plan(settings), settings))
+    try:
+        planned = run_plan.make_plan(settings)
+    except tio.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
+        raise UsageError(
+            f"the prior manifest cannot be read ({e}); restore the file, or pass "
+            "--prior-manifest with an older run, or none"
+        ) from None
+    print(run_plan.render(planned, settings))
     return 0
 
 

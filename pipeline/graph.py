@@ -23,7 +23,7 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     files = p | "ListDocuments" >> tio.ListFiles(
         settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
     )
-    prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
+    prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_files)
     reader = ObjectReader(billing_project=settings.billing_project)
     tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
         config=settings.config, read_bytes=reader

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from pipeline.options import LOG_LEVELS, _Parser
-from transforms.io import ErrorRatioExceeded
+from transforms.refusal import line_in_text, refusal_line
 
 # chunkmill's own loggers are named after its packages (logging.getLogger(__name__)).
 OWN_LOGGERS = ("pipeline", "transforms")
@@ -24,14 +24,20 @@ QUIET_LOGGERS = {
     "apache_beam.runners.portability.local_job_service": logging.ERROR,
 }
 # Beam logs an exception that fails a step with its whole traceback before re-raising it. For
-# a run stopped on purpose by --max-error-ratio that traceback says nothing the CLI's one line
-# does not (it names the counts and the flag), so it is dropped unless --log-level debug.
+# a run stopped on purpose (transforms.refusal: --max-error-ratio, a corrupt prior, ...) that
+# traceback says nothing the CLI's one line does not, so it is dropped unless --log-level debug.
 BEAM_STEP_FAILURES = "apache_beam.runners.common"
+# Where --direct_running_mode=multi_processing relays its workers' logs, the same traceback.
+WORKER_LOG_RELAY = "apache_beam.runners.portability.local_job_service"
 
 
 class _DropExpectedFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], ErrorRatioExceeded))
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and refusal_line(exc) is not None:
+            return False
+        # A multi-process worker's log of the same failure, relayed as text.
+        return line_in_text(record.getMessage()) is None
 
 
 _DROP_EXPECTED = _DropExpectedFailures()
@@ -63,8 +69,9 @@ def configure(level: str) -> None:
         logging.getLogger(name).setLevel(own)
     for name, quiet in QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(logging.DEBUG if own == logging.DEBUG else max(own, quiet))
-    step_failures = logging.getLogger(BEAM_STEP_FAILURES)
-    if own == logging.DEBUG:
-        step_failures.removeFilter(_DROP_EXPECTED)
-    else:
-        step_failures.addFilter(_DROP_EXPECTED)  # addFilter ignores a filter already there
+    for name in (BEAM_STEP_FAILURES, WORKER_LOG_RELAY):
+        step_failures = logging.getLogger(name)
+        if own == logging.DEBUG:
+            step_failures.removeFilter(_DROP_EXPECTED)
+        else:
+            step_failures.addFilter(_DROP_EXPECTED)  # addFilter ignores a filter already there

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline import preflight
 from transforms import io as tio
 from transforms import storage
 from transforms.config import ChunkingConfig, strategies
@@ -48,12 +47,15 @@ class RunSettings:
     output: str
     run_id: str
     prior_mode: str  # "auto" | "none" | "path"
-    prior_manifest: str | None  # a glob of manifest Parquet files, or None
+    prior_manifest: str | None  # the prior manifest as given (a path or glob), or None
     prior_run_id: str | None
     config: ChunkingConfig
     beam_args: tuple[str, ...] = ()
     started_at: str = ""
     max_error_ratio: float | None = None  # None: off
+    # The prior manifest's files, proven (pipeline.preflight): what the run reads, not a glob.
+    prior_files: tuple[str, ...] = ()
+    max_removed_ratio: float | None = None  # None: off
     billing_project: str | None = None  # requester-pays buckets: the project billed
 
     def report(self) -> dict[str, Any]:
@@ -74,10 +76,11 @@ class RunSettings:
                 "manifest": self.prior_manifest,
             },
             "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
-            # transforms.io.publish reads max_error_ratio from here.
+            # transforms.io.publish reads max_error_ratio and max_removed_ratio from here.
             "limits": {
                 **dataclasses.asdict(self.config.limits),
                 "max_error_ratio": self.max_error_ratio,
+                "max_removed_ratio": self.max_removed_ratio,
             },
         }
 
@@ -243,6 +246,22 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         help="fail the run, publishing nothing, when more than this share (0 to 1) of listed "
         "documents failed (default: off)",
     )
+    run.add_argument(
+        "--max-removed-ratio",
+        type=_ratio,
+        default=DEFAULT_MAX_REMOVED_RATIO,
+        metavar="RATIO",
+        help="fail the run, publishing nothing, when it would remove more than this share (0 "
+        "to 1) of the prior run's documents; 1 allows any removal "
+        f"(default {DEFAULT_MAX_REMOVED_RATIO:g})",
+    )
+
+
+# A nightly run that removes half of the corpus is far more likely a broken input glob, a
+# missing mount or a lost permission than half the documents deleted for real; published, its
+# removals would reach the embedding index and every later run. Real large deletions are
+# rare and deliberate, and a run told --max-removed-ratio 1 publishes them.
+DEFAULT_MAX_REMOVED_RATIO = 0.5
 
 
 def _add_runs_parser(sub: Any) -> None:
@@ -401,61 +420,29 @@ def _has_match(pattern: str) -> bool:
     return bool(result.metadata_list)
 
 
-def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]:
-    """(mode, manifest glob or None, prior run id or None)."""
+def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
+    """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
+    None, its files). The files are proven before they are used (``pipeline.preflight``)."""
     if mode == "none":
-        return "none", None, None
+        return "none", None, None, ()
     if mode == "auto":
         latest = FileSystems.join(output, tio.LATEST)
         if not FileSystems.exists(latest):
-            return "auto", None, None
+            return "auto", None, None, ()
         prior_run = tio.read_text(latest).strip()
         if not _RUN_ID.match(prior_run):
             raise UsageError(f"{latest} names no valid run ({prior_run!r}); use --prior-manifest")
+        try:
+            proven = preflight.prove_run(tio.run_dir(output, prior_run), prior_run)
+        except preflight.PriorRefused as e:
+            raise UsageError(str(e)) from None
         glob = FileSystems.join(tio.table_dir(output, prior_run, "manifest"), "*.parquet")
-        if not _has_match(glob):
-            raise UsageError(
-                f"{latest} names run {prior_run!r} but {glob} matches no file; "
-                "pass --prior-manifest PATH or none"
-            )
-        _check_manifest_version(glob)
-        return "auto", glob, prior_run
-    path = _absolute(mode)
-    candidates = (
-        [path]
-        if path.endswith(".parquet") or any(c in path for c in "*?[")
-        else [
-            FileSystems.join(path, "manifest", "*.parquet"),
-            FileSystems.join(path, "*.parquet"),
-        ]
-    )
-    for glob in candidates:
-        if _has_match(glob):
-            _check_manifest_version(glob)
-            return "path", glob, None
-    raise UsageError(f"--prior-manifest {mode!r}: no manifest Parquet file found there")
-
-
-def _check_manifest_version(glob: str) -> None:
-    """A prior manifest must have been written with this schema version: reading another
-    would fail on a worker, or worse, diff against columns that mean something else."""
-    path = FileSystems.match([glob], limits=[1])[0].metadata_list[0].path
+        return "auto", glob, prior_run, proven.files
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            meta = pq.read_schema(f).metadata or {}
-    except Exception as e:
-        raise UsageError(f"prior manifest {path} is not a readable Parquet file: {e}") from None
-    found = meta.get(b"chunkmill.schema_version", b"?").decode(errors="replace")
-    if found == tio.schema.SCHEMA_VERSION:
-        return
-    writer = meta.get(b"chunkmill.version", b"").decode(errors="replace")
-    raise UsageError(
-        f"prior manifest {path} has schema version {found}"
-        + (f" (written by chunkmill {writer})" if writer else "")
-        + f"; this chunkmill reads version {tio.schema.SCHEMA_VERSION}. Run once with "
-        "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
-        "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
-    )
+        proven = preflight.prove_path(_absolute(mode))
+    except preflight.PriorRefused as e:
+        raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
+    return "path", _absolute(mode), None, proven.files
 
 
 def _check_writable(output: str) -> None:
@@ -567,7 +554,9 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
         )
-    prior_mode, prior_manifest, prior_run_id = _resolve_prior(args.prior_manifest, output)
+    prior_mode, prior_manifest, prior_run_id, prior_files = _resolve_prior(
+        args.prior_manifest, output
+    )
 
     return RunSettings(
         inputs=inputs,
@@ -576,9 +565,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         prior_mode=prior_mode,
         prior_manifest=prior_manifest,
         prior_run_id=prior_run_id,
+        prior_files=prior_files,
         config=config,
         beam_args=tuple(beam_args),
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         max_error_ratio=args.max_error_ratio,
+        max_removed_ratio=args.max_removed_ratio,
         billing_project=args.billing_project,
     )

@@ -42,7 +42,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline.options import RunSettings
 from transforms import ids, storage
@@ -386,12 +385,10 @@ def make_plan(settings: RunSettings) -> Plan:
     nothing."""
     listing = list_inputs(settings.inputs, settings.output, settings.billing_project)
     _LOG.info("listed %d documents", listing.num_rows)
-    if settings.prior_manifest is None:
+    if not settings.prior_files:
         prior = _SUMMARY.empty_table()
     else:
-        paths = sorted(
-            m.path for m in FileSystems.match([settings.prior_manifest])[0].metadata_list
-        )
+        paths = list(settings.prior_files)  # proven before (pipeline.preflight)
         prior = summarise_prior(
             tio.read_parquet_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint
         )
@@ -415,6 +412,19 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def removal_warning(removed: int, prior_docs: int, settings: RunSettings) -> str | None:
+    """The warning line when ``run`` would refuse to publish these removals
+    (``--max-removed-ratio``, ``transforms.io.check_removed_ratio``), else None."""
+    limit = settings.max_removed_ratio
+    if limit is None or prior_docs == 0 or removed / prior_docs <= limit:
+        return None
+    return (
+        f"warning    removes {removed} of {prior_docs} documents of the prior run "
+        f"({removed / prior_docs:.1%}), more than --max-removed-ratio {limit:g}: run would "
+        "fail unpublished unless given a higher --max-removed-ratio"
+    )
+
+
 def render(plan: Plan, settings: RunSettings) -> str:
     """The plan in a few lines for the terminal."""
     c, e = plan.counts, plan.estimate
@@ -435,5 +445,8 @@ def render(plan: Plan, settings: RunSettings) -> str:
             lines.append(f"{category:<10} {uri}")
         if c[category] > len(shown):
             lines.append(f"{'':<10} ... and {c[category] - len(shown)} more")
+    removed_ratio = removal_warning(c[REMOVED], c[CHANGED] + c[UNCHANGED] + c[REMOVED], settings)
+    if removed_ratio:
+        lines.append(removed_ratio)
     lines.append("no document was read; nothing was written")
     return "\n".join(lines)

@@ -149,10 +149,14 @@ _PER_DOC = pa.schema(
 
 
 def _table_files(report: dict[str, Any], base: str, table: str) -> list[str]:
-    # _SUCCESS lists the files the run wrote; a glob would also pick up stray files.
+    # _SUCCESS lists the files the run wrote; a glob would also pick up stray files. Runs
+    # before row counts were recorded listed bare paths.
     listed = (report.get("tables") or {}).get(table)
     if listed is not None:
-        return [FileSystems.join(base, name) for name in listed]
+        return [
+            FileSystems.join(base, entry["path"] if isinstance(entry, dict) else entry)
+            for entry in listed
+        ]
     matches = FileSystems.match([FileSystems.join(base, table, "*.parquet")])[0].metadata_list
     return sorted(m.path for m in matches)
 
@@ -270,6 +274,7 @@ COUNT_LABELS = {
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
     "docs_removed": "documents removed (gone from the listing)",
+    "docs_prior": "documents in the prior manifest",
     "chunks_total": "chunks in the manifest",
     "chunks_new_occurrences": "chunk occurrences with a new hash",
     "chunks_to_embed": "chunks to embed (distinct new hashes)",

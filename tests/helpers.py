@@ -80,3 +80,38 @@ def write_prior(
 def table_rows(tables: list[pa.Table]) -> list[dict[str, Any]]:
     """The rows of a ChunkCorpus output collected as Arrow tables."""
     return [row for t in tables for row in t.to_pylist()]
+
+
+def write_finished_run(
+    output: str | os.PathLike[str],
+    run_id: str,
+    manifest: list[pa.Table],
+    *,
+    latest: bool = True,
+) -> str:
+    """A finished run written by hand, as a reader expects one: each of ``manifest`` as one
+    manifest file (``part-0000i-of-0000n.parquet``), one empty file for each other table, and
+    a ``_SUCCESS`` listing every file with its rows and bytes; ``LATEST`` names the run
+    unless ``latest`` is False. Returns the run folder."""
+    import json
+
+    base = os.path.join(output, "runs", run_id)
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for name, table_schema in schema.TABLES.items():
+        parts = manifest if name == "manifest" else [table_schema.empty_table()]
+        os.makedirs(os.path.join(base, name))
+        tables[name] = []
+        for i, table in enumerate(parts):
+            rel = f"{name}/part-{i:05d}-of-{len(parts):05d}.parquet"
+            pq.write_table(
+                table, os.path.join(base, rel), compression="none", write_page_checksum=True
+            )
+            size = os.path.getsize(os.path.join(base, rel))
+            tables[name].append({"path": rel, "rows": table.num_rows, "bytes": size})
+    report = {"run_id": run_id, "started_at": "2026-11-20T01:00:00Z", "counts": {}}
+    with open(os.path.join(base, "_SUCCESS"), "w") as f:
+        json.dump({**report, "tables": tables}, f)
+    if latest:
+        with open(os.path.join(output, "LATEST"), "w") as f:
+            f.write(run_id + "\n")
+    return base

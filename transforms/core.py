@@ -161,6 +161,8 @@ class _PlanDocs(_PerBundle):
             _BYTES_LISTED.inc(f.size_bytes)
             _PROGRESS_LISTED.update(f.size_bytes)
             self._tally["docs_listed"] += 1
+            if summaries:
+                self._tally["docs_prior"] += 1
             yield WorkItem(
                 doc_id=doc,
                 uri=f.uri,
@@ -170,6 +172,7 @@ class _PlanDocs(_PerBundle):
             )
             return
         if summaries:
+            self._tally["docs_prior"] += 1
             self._tally["docs_removed"] += 1
         for s in summaries:
             yield from self._hold(_VERDICTS, s.part, Verdict(doc, REMOVE))
@@ -305,6 +308,7 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "docs_carried_over",
         "docs_failed",
         "docs_removed",
+        "docs_prior",  # documents with rows in the prior manifest
         "chunks_total",
         "chunks_new_occurrences",
         "chunks_to_embed",

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.io import filebasedsink, parquetio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import prior, schema, storage
+from transforms.refusal import RunRefused
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -80,22 +81,55 @@ class ListFiles(beam.PTransform):
 
 class ReadManifest(beam.PTransform):
     """The parts of the prior run's manifest (``PriorPart``: one row group of one file),
-    redistributed so workers read them in parallel; an empty PCollection when ``pattern`` is
-    None. The rows themselves are read by ``ChunkCorpus`` (``transforms.prior``)."""
+    redistributed so workers read them in parallel; an empty PCollection when ``files`` is
+    empty. ``files`` are exactly the manifest's files (those the prior run's ``_SUCCESS``
+    lists, proven before the run: ``pipeline.preflight``), never a glob, so a stray file
+    beside them is not read. The rows themselves are read by ``ChunkCorpus``
+    (``transforms.prior``)."""
 
-    def __init__(self, pattern: str | None) -> None:
+    def __init__(self, files: Sequence[str]) -> None:
         super().__init__()
-        self._pattern = pattern
+        self._files = list(files)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        if self._pattern is None:
+        if not self._files:
             return pbegin | "NoPriorManifest" >> beam.Create([])
         return (
             pbegin
-            | "Pattern" >> beam.Create([self._pattern])
+            | "Files" >> beam.Create(self._files)
             | "ListParts" >> beam.FlatMap(prior.list_parts)
             | "SpreadParts" >> beam.Reshuffle()
         )
+
+
+class _ChecksummedParquetSink(parquetio._ParquetSink):
+    """Beam's Parquet sink, writing a CRC32 checksum into every page header so that a reader
+    verifying them (``page_checksum_verification``) finds flipped bytes instead of passing
+    them on. Beam 2.77's ``WriteToParquetBatched`` has no way to pass writer properties, and
+    its sink builds the ``pq.ParquetWriter`` in ``open``: this ``open`` is Beam's with the
+    one more property, so schema, metadata and row groups are written exactly as before."""
+
+    def open(self, temp_path: str) -> pq.ParquetWriter:
+        self._file_handle = filebasedsink.FileBasedSink.open(self, temp_path)
+        return pq.ParquetWriter(
+            self._file_handle,
+            self._schema,
+            compression=self._codec,
+            use_deprecated_int96_timestamps=self._use_deprecated_int96_timestamps,
+            use_compliant_nested_type=self._use_compliant_nested_type,
+            write_page_checksum=True,
+        )
+
+
+class WriteChecksummedParquet(beam.io.WriteToParquetBatched):
+    """``WriteToParquetBatched`` (``pa.Table`` elements, one row group each) whose files carry
+    page checksums (``_ChecksummedParquetSink``); the same arguments."""
+
+    def __init__(self, file_path_prefix: str, schema: pa.Schema, **kwargs: Any) -> None:
+        super().__init__(file_path_prefix, schema, **kwargs)
+        # The sink Beam's constructor built, turned into the subclass (which adds no state):
+        # every argument keeps Beam's own handling and defaults.
+        self._sink.__class__ = _ChecksummedParquetSink
 
 
 class WriteTables(beam.PTransform):
@@ -114,7 +148,7 @@ class WriteTables(beam.PTransform):
             written.append(
                 tables[name]
                 | f"Write{name.title()}"
-                >> beam.io.WriteToParquetBatched(
+                >> WriteChecksummedParquet(
                     FileSystems.join(table_dir(self._output, self._run_id, name), "part"),
                     table_schema,
                     file_name_suffix=".parquet",
@@ -133,32 +167,101 @@ def read_text(path: str) -> str:
         return f.read().decode("utf-8")
 
 
-class ErrorRatioExceeded(RuntimeError):
-    """Too many listed documents failed (``--max-error-ratio``): the run is not published."""
-
-
 def check_error_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
-    """Raises ``ErrorRatioExceeded`` (one line naming the flag) when more than ``max_ratio``
+    """Refuses the run (``RunRefused``, one line naming the flag) when more than ``max_ratio``
     of the listed documents failed; ``None`` turns the check off. A bucket full of garbage
     must not look like a good night, nor become the state the next run diffs against."""
     listed, failed = int(counts.get("docs_listed", 0)), int(counts.get("docs_failed", 0))
     if max_ratio is None or listed == 0 or failed / listed <= max_ratio:
         return
-    raise ErrorRatioExceeded(
+    raise RunRefused(
         f"{failed} of {listed} listed documents failed ({failed / listed:.1%}), more than "
         f"--max-error-ratio {max_ratio:g}; the run is not published"
     )
 
 
-_ERROR_RATIO_LINE = re.compile(r"\d+ of \d+ listed documents failed .*?; the run is not published")
+def check_removed_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
+    """Refuses the run (``RunRefused``, one line naming the flag) when it would remove more
+    than ``max_ratio`` of the prior manifest's documents (``docs_removed`` of ``docs_prior``);
+    ``None`` turns the check off, and a run without a prior is never refused. A run that
+    removes most of the corpus is far more often a broken glob, a missing mount or a lost
+    permission than a real deletion, and once published its removals reach every later run."""
+    prior_docs, removed = int(counts.get("docs_prior", 0)), int(counts.get("docs_removed", 0))
+    if max_ratio is None or prior_docs == 0 or removed / prior_docs <= max_ratio:
+        return
+    raise RunRefused(
+        f"the run removes {removed} of {prior_docs} documents of the prior run "
+        f"({removed / prior_docs:.1%}), more than --max-removed-ratio {max_ratio:g}; nothing "
+        "was published. If this is intended, re-run with --max-removed-ratio 1"
+    )
 
 
-def error_ratio_line(e: BaseException) -> str | None:
-    """The one-line message of an ``ErrorRatioExceeded`` that failed the pipeline, or
-    ``None``. Runners re-raise a DoFn's exception as its own type or as a RuntimeError with
-    its text inside, so the text is what is searched."""
-    match = _ERROR_RATIO_LINE.search(str(e))
-    return match.group(0) if match else None
+# _SUCCESS's keys a reader relies on; a file without them (cut short, hand-edited, written by
+# something else) is a run that did not finish.
+_SUCCESS_KEYS = ("run_id", "started_at", "counts", "tables")
+
+
+def parse_success(text: str) -> dict[str, Any]:
+    """The run report in a ``_SUCCESS`` file's ``text``. Raises ``ValueError`` saying what is
+    wrong when it is not JSON, lacks a required key, or does not list every table as files
+    with their rows and bytes (``{"path", "rows", "bytes"}``, paths relative to the run).
+    Reports of releases that listed bare paths are read with ``rows`` and ``bytes`` None, so
+    the runs they published stay usable as a prior."""
+    report = json.loads(text)  # json.JSONDecodeError is a ValueError
+    if not isinstance(report, dict):
+        raise ValueError("it is not a JSON object")
+    missing = [k for k in _SUCCESS_KEYS if k not in report]
+    if missing:
+        raise ValueError(f"it lacks {', '.join(missing)}")
+    tables = report["tables"]
+    for name in schema.TABLES:
+        files = tables.get(name) if isinstance(tables, dict) else None
+        if not isinstance(files, list):
+            raise ValueError(f"its tables.{name} is not a list of files")
+        tables[name] = [_file_entry(f, name) for f in files]
+    return report
+
+
+def _file_entry(entry: Any, table: str) -> dict[str, Any]:
+    if isinstance(entry, str):  # a release that recorded paths only
+        entry = {"path": entry, "rows": None, "bytes": None}
+    path = entry.get("path") if isinstance(entry, dict) else None
+    if (
+        not isinstance(path, str)
+        or not path.startswith(table + "/")
+        or ".." in path.split("/")
+        or not all(
+            type(entry.get(k)) is int and entry[k] >= 0 or entry.get(k) is None
+            for k in ("rows", "bytes")
+        )
+    ):
+        raise ValueError(f"its tables.{table} has an entry that is not a file of {table}/")
+    return entry
+
+
+def table_files(base: str, written: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every table's files among ``written`` (paths under the run folder ``base``), sorted,
+    each with its row count (from its Parquet footer) and its size in bytes: what
+    ``_SUCCESS`` records so that a reader can prove a table whole before trusting it."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for name in schema.TABLES:
+        prefix = FileSystems.join(base, name) + "/"
+        paths = sorted(p for p in written if p.startswith(prefix))
+        sizes = {}
+        if paths:
+            for result in FileSystems.match(paths):
+                for meta in result.metadata_list:
+                    sizes[meta.path] = meta.size_in_bytes
+        tables[name] = [
+            {"path": p[len(base) + 1 :], "rows": footer_rows(p), "bytes": sizes[p]} for p in paths
+        ]
+    return tables
+
+
+def footer_rows(path: str) -> int:
+    """The row count a Parquet file's footer records (only the footer is read)."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return int(pq.ParquetFile(f).metadata.num_rows)
 
 
 def publish(
@@ -169,20 +272,23 @@ def publish(
     run_id: str,
     report: dict[str, Any],
 ) -> str:
-    """Writes ``_SUCCESS`` (the run report), then points ``LATEST`` at the newest finished
-    run, which is this one unless a run that started later has already finished. Idempotent,
-    so a retried bundle republishes the same thing. Publishes nothing when the share of failed
-    documents is over ``report["limits"]["max_error_ratio"]`` (see ``check_error_ratio``)."""
-    check_error_ratio(counts, report.get("limits", {}).get("max_error_ratio"))
+    """Writes ``_SUCCESS`` (the run report, with every table's files, rows and bytes), then
+    points ``LATEST`` at the newest finished run, which is this one unless a run that started
+    later has already finished. Idempotent, so a retried bundle republishes the same thing.
+    Publishes nothing (``RunRefused``) when the share of failed documents is over
+    ``report["limits"]["max_error_ratio"]`` or the share of the prior's documents removed is
+    over ``report["limits"]["max_removed_ratio"]``."""
+    limits = report.get("limits", {})
+    check_error_ratio(counts, limits.get("max_error_ratio"))
+    check_removed_ratio(counts, limits.get("max_removed_ratio"))
     base = run_dir(output, run_id)
-    tables = {
-        name: sorted(
-            p[len(base) + 1 :] for p in written if p.startswith(FileSystems.join(base, name) + "/")
-        )
-        for name in schema.TABLES
-    }
-    full = {**report, "counts": counts, "tables": tables}
-    write_text(FileSystems.join(base, SUCCESS), json.dumps(full, indent=2, sort_keys=True) + "\n")
+    full = {**report, "counts": counts, "tables": table_files(base, written)}
+    success = FileSystems.join(base, SUCCESS)
+    # Written beside and renamed over (a rename is atomic on a local disk; an object store
+    # makes an object visible only once whole), so a half-written _SUCCESS is never read.
+    staging = f"{success}.tmp"
+    write_text(staging, json.dumps(full, indent=2, sort_keys=True) + "\n")
+    FileSystems.rename([staging], [success])
     point_latest_at_newest(output, run_id)
     return run_id
 
@@ -270,11 +376,19 @@ def read_parquet_batches(
 ) -> Iterator[pa.Table]:
     """The given columns of Parquet files, ``batch_rows`` rows at a time (default
     ``PARQUET_BATCH_ROWS``), through FileSystems (local, gs://, s3://), so no table has to fit
-    in memory."""
+    in memory. Page checksums are verified (chunkmill writes them): a flipped byte raises
+    ``UnreadableTable`` naming the file instead of passing into what is read."""
     batch_rows = batch_rows or PARQUET_BATCH_ROWS
     for path in paths:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for batch in pq.ParquetFile(f).iter_batches(
-                batch_size=batch_rows, columns=list(columns)
-            ):
-                yield pa.Table.from_batches([batch])
+        try:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                parquet = pq.ParquetFile(f, page_checksum_verification=True)
+                for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
+                    yield pa.Table.from_batches([batch])
+        except OSError as e:
+            raise UnreadableTable(f"{path}: {' '.join(str(e).split())}") from e
+
+
+class UnreadableTable(OSError):
+    """A file of a chunkmill table that cannot be read back (gone, cut short, a page whose
+    checksum does not match); the message names the file."""

@@ -32,6 +32,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import schema
+from transforms.refusal import RunRefused
 from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
@@ -73,19 +74,68 @@ def hashes_from_ipc(payload: bytes) -> pa.Array:
     return from_ipc(payload, _HASHES).column(0)
 
 
-def list_parts(pattern: str) -> Iterator[PriorPart]:
-    """Every row group of every Parquet file matching ``pattern`` (footers only are read)."""
-    for meta in FileSystems.match([pattern])[0].metadata_list:
-        with FileSystems.open(meta.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+def list_parts(path: str) -> Iterator[PriorPart]:
+    """Every row group of the prior manifest file ``path`` (its footer only is read). A file
+    that is gone or unreadable refuses the run (``RunRefused``), naming it."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             groups = pq.ParquetFile(f).metadata.num_row_groups
-        for i in range(groups):
-            yield PriorPart(meta.path, i)
+    except Exception as e:
+        raise RunRefused(_corrupt(path, f"{type(e).__name__}: {e}")) from e
+    for i in range(groups):
+        yield PriorPart(path, i)
 
 
 def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
-    """The given columns of one prior part, through FileSystems (local, gs://, s3://)."""
-    with FileSystems.open(part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return pq.ParquetFile(f).read_row_group(part.row_group, columns=list(columns))
+    """The given columns of one prior part, through FileSystems (local, gs://, s3://), with
+    its page checksums verified and its ids and hashes validated (``invalid_rows``): the
+    prior's rows enter the new manifest here, so a flipped byte or a foreign row stops the
+    run (``RunRefused``, one line naming the file) instead of reaching every later run."""
+    try:
+        with FileSystems.open(part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            table = pq.ParquetFile(f, page_checksum_verification=True).read_row_group(
+                part.row_group, columns=list(columns)
+            )
+    except Exception as e:
+        raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
+    problem = invalid_rows(table)
+    if problem is not None:
+        raise RunRefused(_corrupt(part.path, f"row group {part.row_group}: {problem}"))
+    return table
+
+
+def _corrupt(path: str, problem: str) -> str:
+    return (
+        f"prior manifest file {path} cannot be used ({problem}); nothing was published. "
+        "Restore the file, or re-run with --prior-manifest naming an older run, or none"
+    )
+
+
+# The shape of the ids and hashes chunkmill writes (transforms.ids): SHA-256 in lowercase hex,
+# ids its first 32 characters.
+_HEX_CHARS = {"chunk_hash": 64, "chunk_id": 32, "doc_id": 32}
+_REQUIRED = frozenset(f.name for f in schema.MANIFEST if not f.nullable)
+
+
+def invalid_rows(table: pa.Table) -> str | None:
+    """What is wrong with ``table`` (some columns of manifest rows), or ``None``: a null in
+    a required column, or an id or hash that is not lowercase hex of its length. Names the
+    column, the first bad row and its value."""
+    for name in table.column_names:
+        column = table[name]
+        if name in _REQUIRED and column.null_count:
+            row = pc.index(pc.is_null(column), True).as_py()
+            return f"{name} is null in row {row}"
+        chars = _HEX_CHARS.get(name)
+        if chars is None:
+            continue
+        ok = pc.fill_null(pc.match_substring_regex(column, f"^[0-9a-f]{{{chars}}}$"), True)
+        if not pc.all(ok).as_py():
+            row = pc.index(ok, False).as_py()
+            value = str(column[row].as_py())
+            shown = value if len(value) <= 80 else value[:77] + "..."
+            return f"{name} {shown!r} in row {row} is not {chars} lowercase hex characters"
+    return None
 
 
 def _shared(g: pa.Table, name: str) -> list[str | None]:

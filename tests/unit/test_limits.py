@@ -1,5 +1,5 @@
 """The isolation and limit flags (one-line usage errors, what reaches the config and the run
-report) and the --max-error-ratio check before publishing."""
+report) and the --max-error-ratio and --max-removed-ratio checks before publishing."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from pipeline.cli import main
 from pipeline.options import parse_run
 from transforms import document, ids
-from transforms.io import ErrorRatioExceeded, check_error_ratio, error_ratio_line
+from transforms.io import check_error_ratio, check_removed_ratio
 from transforms.isolation import Limits
+from transforms.refusal import RunRefused, refusal_line
 from transforms.types import WorkItem
 
 
@@ -27,6 +28,8 @@ from transforms.types import WorkItem
         (["--max-error-ratio", "1.5"], "--max-error-ratio"),
         (["--max-error-ratio", "-0.1"], "--max-error-ratio"),
         (["--max-error-ratio", "half"], "--max-error-ratio"),
+        (["--max-removed-ratio", "1.01"], "--max-removed-ratio"),
+        (["--max-removed-ratio", "nan"], "--max-removed-ratio"),
     ],
 )
 def test_bad_limit_flag_is_one_line_naming_it(args, flag, docs, tmp_path, capsys):
@@ -44,6 +47,7 @@ def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
     assert default.config.limits == Limits()
     assert default.config.pdf_engine == "pypdf" and default.max_error_ratio is None
     assert default.report()["limits"]["max_error_ratio"] is None
+    assert default.report()["limits"]["max_removed_ratio"] == 0.5
 
     settings = parse_run(
         [
@@ -54,6 +58,7 @@ def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
             "--max-document-bytes=1000",
             "--max-pdf-pages=9",
             "--max-error-ratio=0.1",
+            "--max-removed-ratio=1",
         ]
     )
     assert settings.config.limits == Limits(
@@ -68,6 +73,7 @@ def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
         "max_document_bytes": 1000,
         "max_pdf_pages": 9,
         "max_error_ratio": 0.1,
+        "max_removed_ratio": 1.0,
     }
 
 
@@ -85,16 +91,34 @@ def test_error_ratio_at_or_under_the_limit_passes(listed, failed, ratio) -> None
 
 @pytest.mark.parametrize(("listed", "failed", "ratio"), [(10, 4, 0.3), (10, 1, 0.0)])
 def test_error_ratio_over_the_limit_fails_with_one_line(listed, failed, ratio) -> None:
-    with pytest.raises(ErrorRatioExceeded) as info:
+    with pytest.raises(RunRefused) as info:
         check_error_ratio(counts(listed, failed), ratio)
-    message = str(info.value)
-    assert "\n" not in message
-    assert message.startswith(f"{failed} of {listed} listed documents failed")
-    assert f"--max-error-ratio {ratio:g}" in message
+    line = info.value.line
+    assert "\n" not in line
+    assert line.startswith(f"{failed} of {listed} listed documents failed")
+    assert f"--max-error-ratio {ratio:g}" in line
     # As a runner re-raises it: wrapped, with its step name appended.
-    wrapped = RuntimeError(f"Pipeline failed: {message} [while running 'Publish/Write']")
-    assert error_ratio_line(wrapped) == message
-    assert error_ratio_line(RuntimeError("something else")) is None
+    wrapped = RuntimeError(f"Pipeline failed: {info.value} [while running 'Publish/Write']")
+    assert refusal_line(wrapped) == line
+    assert refusal_line(RuntimeError("something else")) is None
+
+
+@pytest.mark.parametrize(
+    ("prior", "removed", "ratio"),
+    [(1000, 500, 0.5), (0, 0, 0.0), (1000, 1000, 1.0), (10, 9, None), (4, 0, 0.0)],
+)
+def test_removals_at_or_under_the_limit_pass(prior, removed, ratio) -> None:
+    check_removed_ratio({"docs_prior": prior, "docs_removed": removed}, ratio)
+
+
+def test_removals_over_the_limit_refuse_the_run_in_one_line() -> None:
+    with pytest.raises(RunRefused) as info:
+        check_removed_ratio({"docs_prior": 1000, "docs_removed": 990}, 0.5)
+    assert info.value.line == (
+        "the run removes 990 of 1000 documents of the prior run (99.0%), more than "
+        "--max-removed-ratio 0.5; nothing was published. If this is intended, re-run with "
+        "--max-removed-ratio 1"
+    )
 
 
 def test_over_max_document_bytes_is_too_large_from_the_listing() -> None:
@@ -107,3 +131,18 @@ def test_over_max_document_bytes_is_too_large_from_the_listing() -> None:
     assert (outcome.error["stage"], outcome.error["reason"]) == ("read", "too_large")
     assert outcome.error["content_sha256"] is None
     assert "1001 bytes" in outcome.error["message"] and "1000" in outcome.error["message"]
+
+
+def test_plan_warns_when_the_planned_removals_would_be_refused(docs, tmp_path) -> None:
+    import dataclasses
+
+    from pipeline.plan import removal_warning
+
+    settings = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "out")])
+    warning = removal_warning(6, 10, settings)
+    assert warning is not None and "removes 6 of 10 documents" in warning
+    assert "--max-removed-ratio 0.5" in warning
+    assert removal_warning(5, 10, settings) is None
+    assert removal_warning(0, 0, settings) is None
+    told = dataclasses.replace(settings, max_removed_ratio=1.0)
+    assert removal_warning(10, 10, told) is None

@@ -51,18 +51,39 @@ def test_bad_level_names_the_flag():
 
 
 @pytest.mark.parametrize(("level", "shown"), [("info", False), ("debug", True)])
-def test_beam_traceback_of_an_error_ratio_stop_is_dropped_unless_debug(level, shown, caplog):
-    from transforms.io import ErrorRatioExceeded
+def test_beam_traceback_of_a_refused_run_is_dropped_unless_debug(level, shown, caplog):
+    from transforms.refusal import RunRefused
 
     logs.configure(level)
     beam = logging.getLogger(logs.BEAM_STEP_FAILURES)
     try:
-        raise ErrorRatioExceeded("3 of 4 listed documents failed")
-    except ErrorRatioExceeded:
+        raise RunRefused("3 of 4 listed documents failed")
+    except RunRefused:
         beam.exception("step failed")
+    try:  # as a runner re-raises it, wrapped
+        raise RuntimeError(str(RunRefused("a prior file is corrupt")) + " [while running 'X']")
+    except RuntimeError:
+        beam.exception("wrapped step failed")
     try:
         raise ValueError("a real failure")
     except ValueError:
         beam.exception("another step failed")
     messages = [r.getMessage() for r in caplog.records if r.name == logs.BEAM_STEP_FAILURES]
-    assert messages == (["step failed"] if shown else []) + ["another step failed"]
+    refused = ["step failed", "wrapped step failed"]
+    assert messages == (refused if shown else []) + ["another step failed"]
+
+
+def test_a_workers_relayed_log_of_a_refused_run_is_dropped_unless_debug(caplog):
+    from transforms.refusal import RunRefused
+
+    relay = logging.getLogger(logs.WORKER_LOG_RELAY)
+    quoted = f'Worker: severity: ERROR message: "{RunRefused("too many removed")}\\nTraceback"'
+    for level, shown in (("info", False), ("debug", True)):
+        caplog.clear()
+        logs.configure(level)
+        relay.error(quoted)
+        relay.error("Worker: severity: ERROR message: a real failure")
+        messages = [r.getMessage() for r in caplog.records if r.name == logs.WORKER_LOG_RELAY]
+        assert messages == ([quoted] if shown else []) + [
+            "Worker: severity: ERROR message: a real failure"
+        ]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
+from tests.helpers import write_finished_run
 from transforms import schema
 
 
@@ -26,12 +26,10 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 def _old_prior(out: Path) -> None:
     """A prior run written by an older chunkmill (schema version 1)."""
-    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
     table = schema.MANIFEST.empty_table().replace_schema_metadata(
         {b"chunkmill.schema_version": b"1", b"chunkmill.version": b"0.0.9"}
     )
-    pq.write_table(table, out / "runs" / "r1" / "manifest" / "part-0.parquet")
-    (out / "LATEST").write_text("r1\n")
+    write_finished_run(out, "r1", [table])
 
 
 def _file_in_the_way(root: Path) -> Path:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
 from pipeline.options import SAMPLE_CORPUS, parse_run
+from tests.helpers import write_finished_run
 from transforms import schema
 
 
@@ -93,13 +93,11 @@ def test_relative_paths_become_absolute(docs, tmp_path, monkeypatch):
 
 
 def _prior_run(out, metadata=None):
-    """An empty manifest file under OUTPUT/runs/r1, named by LATEST."""
-    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
+    """An empty manifest file under OUTPUT/runs/r1, a finished run named by LATEST."""
     table = schema.MANIFEST.empty_table()
     if metadata is not None:
         table = table.replace_schema_metadata(metadata)
-    pq.write_table(table, out / "runs" / "r1" / "manifest" / "part-0.parquet")
-    (out / "LATEST").write_text("r1\n")
+    write_finished_run(out, "r1", [table])
 
 
 def test_prior_manifest_auto_follows_latest(docs, tmp_path):
@@ -108,6 +106,7 @@ def test_prior_manifest_auto_follows_latest(docs, tmp_path):
     s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     assert s.prior_run_id == "r1"
     assert s.prior_manifest == str(out / "runs" / "r1" / "manifest" / "*.parquet")
+    assert s.prior_files == (str(out / "runs" / "r1" / "manifest" / "part-00000-of-00001.parquet"),)
 
 
 def test_prior_manifest_of_another_schema_version_is_one_line_naming_the_writer(
@@ -125,9 +124,11 @@ def test_prior_manifest_of_another_schema_version_is_one_line_naming_the_writer(
 
 def test_prior_manifest_that_is_not_parquet_is_one_line(docs, tmp_path, capsys):
     out = tmp_path / "out"
-    (out / "runs" / "r1" / "manifest").mkdir(parents=True)
-    (out / "runs" / "r1" / "manifest" / "part-0.parquet").write_bytes(b"not parquet")
-    (out / "LATEST").write_text("r1\n")
-    code = main(["run", "--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    (out / "elsewhere").mkdir(parents=True)
+    (out / "elsewhere" / "part-0.parquet").write_bytes(b"not parquet")
+    prior = str(out / "elsewhere")
+    code = main(
+        ["run", "--input", str(docs / "*"), "--output", str(out), "--prior-manifest", prior]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "part-0.parquet" in err, err

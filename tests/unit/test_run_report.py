@@ -171,7 +171,18 @@ def out(tmp_path: Path) -> Path:
         "prior": {"mode": "auto", "run_id": "r0", "manifest": "/out/runs/r0/manifest/*.parquet"},
         "chunking": {"strategy": "auto", "tokenizer": "chars4", "fingerprint": "f"},
         "counts": counts,
-        "tables": tables,
+        # As _SUCCESS records them: every file with its rows and bytes.
+        "tables": {
+            name: [
+                {
+                    "path": path,
+                    "rows": pq.ParquetFile(run / path).metadata.num_rows,
+                    "bytes": (run / path).stat().st_size,
+                }
+                for path in paths
+            ]
+            for name, paths in tables.items()
+        },
     }
     (run / "_SUCCESS").write_text(json.dumps(report))
     (out / "LATEST").write_text("r1\n")
