@@ -25,13 +25,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms import prior, schema, storage
 
-SUCCESS = "_SUCCESS"
-LATEST = "LATEST"
-RUNS = "runs"
-
-
-def run_dir(output: str, run_id: str) -> str:
-    return FileSystems.join(output, RUNS, run_id)
+# The names of the run-state files live with their defensive readers (transforms/runstate.py).
+from transforms.runstate import LATEST as LATEST
+from transforms.runstate import RUNS as RUNS
+from transforms.runstate import SUCCESS as SUCCESS
+from transforms.runstate import CorruptSuccess, read_success
+from transforms.runstate import run_dir as run_dir
 
 
 def table_dir(output: str, run_id: str, table: str) -> str:
@@ -202,17 +201,17 @@ _PUBLISH_ROUNDS = 10
 
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
-    """``(started_at, run_id)`` of every run under ``output`` that has ``_SUCCESS``, oldest
-    first."""
+    """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
+    (``transforms.runstate.read_success``), oldest first: the candidates for ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:
         run_id = meta.path.rstrip("/").split("/")[-2]
         try:
-            started_at = json.loads(read_text(meta.path)).get("started_at", "")
-        except ValueError:
-            # Another publisher is writing it (a local file appears before its content).
-            # Skipping is safe: that publisher lists again after its own write.
+            started_at = str(read_success(meta.path)["started_at"])
+        except CorruptSuccess:
+            # Damaged, or another publisher is writing it (a local file appears before its
+            # content). Skipping is safe: that publisher lists again after its own write.
             continue
         runs.append((started_at, run_id))
     return sorted(runs)

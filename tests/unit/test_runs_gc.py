@@ -11,6 +11,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.runs import RunInfo, list_runs, plan_gc
 from transforms import io as tio
+from transforms import runstate
 
 NOW = 2_000_000_000.0
 HOUR = 3600.0
@@ -84,8 +85,8 @@ def output(tmp_path) -> Path:
 
 
 def test_list_reads_runs_and_latest(output):
-    runs, latest = list_runs(str(output))
-    assert latest == "night4"
+    runs = list_runs(str(output))
+    assert runstate.read_latest(str(output)) == "night4"
     assert [r.run_id for r in runs[:4]] == ["night1", "night2", "night3", "night4"]
     assert {r.run_id for r in runs[4:]} == {"crashed", "running"}
     assert runs[3].counts == {"docs_listed": 40, "chunks_to_embed": 4}
