@@ -544,9 +544,12 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
             f"run {run_id!r} in {output} did not finish (it has no {tio.SUCCESS}); "
             "there is nothing to report"
         )
-    raise UsageError(
-        f"no run {run_id!r} in {output} (LATEST names {runstate.describe_latest(output)})"
-    )
+    try:
+        named = runstate.read_latest(output)
+        hint = f" (LATEST names {named!r})" if named else ""
+    except runstate.BadLatest as e:
+        hint = f" ({e})"
+    raise UsageError(f"no run {run_id!r} in {output}{hint}")
 
 
 def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
