@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
 
-from pipeline import cli, graph
+from pipeline import cli, graph, launch
 from pipeline.cli import main
 from transforms import io as tio
 from transforms import runstate, schema
@@ -188,6 +190,44 @@ def test_a_failed_run_names_what_latest_names_when_it_fails(docs, tmp_path, monk
     assert main(run_args(docs, out, "--run-id", "r3")) == 1
     err = capsys.readouterr().err.splitlines()[-1]
     assert err == "chunkmill: run r3 failed before publishing; LATEST names r2"
+
+
+SUBMITTED: list[str] = []
+
+
+class SubmitOnlyRunner(PipelineRunner):
+    """A remote runner stand-in: records whether the run folder was claimed at submission."""
+
+    def run_pipeline(self, pipeline, options):
+        SUBMITTED.append(options.view_as(StandardOptions).runner)
+        return _Running()
+
+
+class _Running(PipelineResult):
+    def __init__(self) -> None:
+        super().__init__(PipelineState.RUNNING)
+
+
+def test_a_remote_run_is_claimed_before_it_is_submitted(docs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    claims_seen = []
+    real_start = launch.start
+
+    def start(settings, options):
+        claims_seen.append(runstate.read_claim(str(out), settings.run_id))
+        return real_start(settings, options)
+
+    monkeypatch.setattr(launch, "start", start)
+    SUBMITTED.clear()
+    argv = run_args(docs, out, "--run-id", "r1", f"--runner={__name__}.SubmitOnlyRunner")
+    assert main(argv) == 0
+    assert [c.run_id for c in claims_seen] == ["r1"] and len(SUBMITTED) == 1
+    capsys.readouterr()
+
+    monkeypatch.setattr(runstate, "_has_files", lambda folder: False)  # the race, as above
+    assert main(argv) == 2
+    assert "'r1' already exists" in capsys.readouterr().err
+    assert len(SUBMITTED) == 1  # nothing submitted the second time
 
 
 # ---------------------------------------------------------------------------------------------
