@@ -197,11 +197,13 @@ def command(argv: Sequence[str]) -> int:
     """``chunkmill runs list|gc``."""
     settings = parse_runs(argv)
     now = time.time()
-    runs = list_runs(settings.output)
+    # LATEST first, then the runs and their claims: a run launched meanwhile names as its
+    # prior this LATEST (kept) or a newer one, whose claim the listing then sees.
     try:
         latest, bad_latest = runstate.read_latest(settings.output), None
     except runstate.BadLatest as e:
         latest, bad_latest = None, str(e)
+    runs = list_runs(settings.output)
     if settings.command == "list":
         if not runs:
             print(f"no runs in {settings.output}")
