@@ -16,6 +16,7 @@ from pipeline import graph, launch, logs, progress, report, run_report, runs
 from pipeline import plan as run_plan
 from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
 from transforms import io as tio
+from transforms import runstate
 from transforms.refusal import refusal_line
 
 
@@ -24,6 +25,7 @@ def run(argv: Sequence[str]) -> int:
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
+    settings = launch.claim(settings)  # before anything is built: no two runs share a folder
     started = time.monotonic()
     shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
@@ -39,11 +41,12 @@ def run(argv: Sequence[str]) -> int:
             print(f"chunkmill: run {settings.run_id} failed: {refused}", file=sys.stderr)
             return 2
         # Not a bad document (those are errors/ rows): the run itself broke. Nothing was
-        # published, so the next run still diffs against the last good one.
+        # published, so the next run diffs against what LATEST names now (read now: another
+        # run may have published, or gc deleted this run's prior, while this one ran).
         logging.exception("pipeline failed")
         print(
             f"chunkmill: run {settings.run_id} failed before publishing; "
-            f"LATEST still names {settings.prior_run_id or 'no run'}",
+            f"LATEST names {runstate.describe_latest(settings.output)}",
             file=sys.stderr,
         )
         return 1

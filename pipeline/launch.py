@@ -11,6 +11,7 @@ where ``_SUCCESS`` will appear, and returns.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from apache_beam.runners.runner import PipelineResult
 from pipeline import graph
 from pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
 from transforms import io as tio
+from transforms import runstate, storage
 
 # Runners that execute the pipeline inside this process.
 LOCAL_RUNNERS = frozenset(
@@ -87,6 +89,31 @@ def refuse_secret_flags(beam_args: Sequence[str]) -> None:
             )
 
 
+def claim(settings: RunSettings) -> RunSettings:
+    """Claims the run's folder before anything is built or written
+    (``transforms.runstate.claim_run``); returns the settings with the id claimed. A taken
+    ``--run-id`` is a ``UsageError``; a default id that another launch took in the same second
+    becomes ``ID-2``, ``ID-3``, ... The claim records the prior this run diffs against, so
+    ``runs gc`` keeps it while the run is in flight."""
+    wanted = runstate.Claim(
+        run_id=settings.run_id,
+        started_at=settings.started_at,
+        prior_run_id=settings.prior_run_id,
+        prior_manifest=settings.prior_manifest,
+    )
+    try:
+        made = runstate.claim_run(settings.output, wanted, exact=settings.run_id_given)
+    except runstate.RunTaken as e:
+        raise UsageError(f"argument --run-id: {e}; choose another") from None
+    except Exception as e:  # no permission, no network: one line, before anything runs
+        path = runstate.claim_path(settings.output, settings.run_id)
+        raise UsageError(
+            f"argument --output: cannot claim {path}: {type(e).__name__}: "
+            f"{storage.first_line(str(e))}"
+        ) from None
+    return dataclasses.replace(settings, run_id=made.run_id)
+
+
 def start(settings: RunSettings, options: PipelineOptions) -> PipelineResult:
     """Builds the run's graph and hands it to the runner, without waiting for it."""
     p = beam.Pipeline(options=options)
@@ -106,6 +133,9 @@ def submit(settings: RunSettings) -> int:
     refuse_secret_flags(settings.beam_args)
     options = graph.pipeline_options(settings)
     name = runner_name(options)
+    dry_run = options.view_as(TestOptions).dry_run
+    if not dry_run:  # a dry run builds the job and writes nothing, not even a claim
+        settings = claim(settings)
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     try:
         result = start(settings, options)
@@ -113,11 +143,11 @@ def submit(settings: RunSettings) -> int:
         logging.exception("submission failed")
         print(
             f"chunkmill: run {settings.run_id} was not submitted to {name}; "
-            f"LATEST still names {settings.prior_run_id or 'no run'}",
+            f"LATEST names {runstate.describe_latest(settings.output)}",
             file=sys.stderr,
         )
         return 1
-    if options.view_as(TestOptions).dry_run:
+    if dry_run:
         print(f"run {settings.run_id}  dry run: the {name} job was built, not submitted")
         return 0
     print(f"run {settings.run_id}  submitted to {name}: job {job_id(result)} ({result.state})")

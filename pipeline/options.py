@@ -8,7 +8,6 @@ import dataclasses
 import datetime as dt
 import math
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,15 +18,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import preflight
 from transforms import io as tio
-from transforms import storage
+from transforms import runstate, storage
 from transforms.config import ChunkingConfig, strategies
 from transforms.extract import PDF_ENGINES
 from transforms.isolation import Limits
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
-# Run ids name a folder under OUTPUT/runs/: no separators, nothing that escapes the prefix.
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # Without --runner, a local run; chunkmill defaults the way Beam does.
 DEFAULT_RUNNER = "DirectRunner"
 
@@ -57,6 +54,7 @@ class RunSettings:
     prior_files: tuple[str, ...] = ()
     max_removed_ratio: float | None = None  # None: off
     billing_project: str | None = None  # requester-pays buckets: the project billed
+    run_id_given: bool = False  # --run-id given: a taken id is an error, not the next free one
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -403,13 +401,44 @@ def _absolute(path: str) -> str:
 
 def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
     """The flags no Beam options class knows (Beam itself would only log and drop them)."""
+    return [u for u in _not_parsed_by_beam(flags) if u.startswith("-")]
+
+
+def _not_parsed_by_beam(flags: Sequence[str]) -> list[str]:
+    """What Beam's own option parser leaves over: unknown flags, and arguments that are not
+    the value of a flag (``--runner X`` takes ``X``; a bare ``docs/b.md`` is left over)."""
     captured: list[argparse.ArgumentParser] = []
     PipelineOptions(list(flags)).get_all_options(add_extra_args_fn=captured.append)
     try:
         _, unknown = captured[0].parse_known_args(list(flags))
     except SystemExit:
         raise UsageError(f"invalid Beam option in: {' '.join(flags)}") from None
-    return [u for u in unknown if u.startswith("-")]
+    return list(unknown)
+
+
+def _refuse_stray_arguments(beam_args: Sequence[str], inputs: Sequence[str]) -> None:
+    """``run`` and ``plan`` take no positional argument. One here is nearly always a shell
+    that expanded an unquoted ``--input`` glob: ``--input`` got the first file, and Beam
+    would drop the rest with a warning, so the run would remove most of the corpus."""
+    stray = [a for a in _not_parsed_by_beam(beam_args) if not a.startswith("-")]
+    if not stray:
+        return
+    hint = (
+        f": quote the --input glob ({_glob_hint([*inputs, *stray])}) so the shell does not "
+        "expand it"
+        if inputs
+        else ""
+    )
+    raise UsageError(f"unexpected argument {stray[0]!r}{hint}")
+
+
+def _glob_hint(paths: Sequence[str]) -> str:
+    """The quoted glob the user probably meant for ``paths`` (what a shell expanded)."""
+    folders = {os.path.dirname(p) for p in paths}
+    suffixes = {os.path.splitext(p)[1] for p in paths}
+    folder = folders.pop() if len(folders) == 1 else "docs"
+    suffix = suffixes.pop() if len(suffixes) == 1 else ""
+    return "'" + (f"{folder}/*{suffix}" if folder else f"*{suffix}") + "'"
 
 
 def _has_match(pattern: str) -> bool:
@@ -426,12 +455,12 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None,
     if mode == "none":
         return "none", None, None, ()
     if mode == "auto":
-        latest = FileSystems.join(output, tio.LATEST)
-        if not FileSystems.exists(latest):
+        try:
+            prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if prior_run is None:
             return "auto", None, None, ()
-        prior_run = tio.read_text(latest).strip()
-        if not _RUN_ID.match(prior_run):
-            raise UsageError(f"{latest} names no valid run ({prior_run!r}); use --prior-manifest")
         try:
             proven = preflight.prove_run(tio.run_dir(output, prior_run), prior_run)
         except preflight.PriorRefused as e:
@@ -476,26 +505,36 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     args = build_parser().parse_args(["report", *argv])
     _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
-    latest = FileSystems.join(output, tio.LATEST)
     run_id = args.run
     if run_id is None:
-        if not FileSystems.exists(latest):
+        try:
+            run_id = runstate.read_latest(output, alternative="pass a run id as RUN")
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if run_id is None:
             raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
-        run_id = tio.read_text(latest).strip()
-        if not _RUN_ID.match(run_id):
-            raise UsageError(f"{latest} names no valid run ({run_id!r}); pass a run id as RUN")
-    elif not _RUN_ID.match(run_id):
+    elif not runstate.is_run_id(run_id):
         raise UsageError(f"argument RUN: {run_id!r} is not a run id")
-    if FileSystems.exists(FileSystems.join(tio.run_dir(output, run_id), tio.SUCCESS)):
+    success = FileSystems.join(tio.run_dir(output, run_id), tio.SUCCESS)
+    if FileSystems.exists(success):
+        try:
+            runstate.read_success(success)
+        except runstate.CorruptSuccess as e:
+            raise UsageError(
+                f"run {run_id!r} in {output} cannot be reported: its {tio.SUCCESS} is damaged "
+                f"({e}); it did not finish as far as chunkmill is concerned"
+            ) from None
         return ReportSettings(output=output, run_id=run_id)
     if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
         raise UsageError(
             f"run {run_id!r} in {output} did not finish (it has no {tio.SUCCESS}); "
             "there is nothing to report"
         )
-    hint = (
-        f" (LATEST names {tio.read_text(latest).strip()!r})" if FileSystems.exists(latest) else ""
-    )
+    try:
+        named = runstate.read_latest(output)
+        hint = f" (LATEST names {named!r})" if named else ""
+    except runstate.BadLatest as e:
+        hint = f" ({e})"
     raise UsageError(f"no run {run_id!r} in {output}{hint}")
 
 
@@ -511,6 +550,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     unknown = unknown_beam_flags(beam_args)
     if unknown:
         raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+    _refuse_stray_arguments(beam_args, args.input or [])
 
     try:
         config = ChunkingConfig.create(
@@ -534,12 +574,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         raise UsageError(str(e)) from None
 
     now = now or dt.datetime.now(dt.timezone.utc)
+    # The default id is the second the run starts; launching claims it, or ID-2, ID-3, ...
+    # when another launch took it in the same second (transforms.runstate.claim_run).
     run_id = args.run_id or now.strftime("%Y%m%dT%H%M%SZ")
-    if not _RUN_ID.match(run_id):
-        raise UsageError(
-            f"argument --run-id: {run_id!r} must be letters, digits, '.', '_' or '-' "
-            "(at most 128, starting with a letter or digit)"
-        )
+    if not runstate.is_run_id(run_id):
+        raise UsageError(f"argument --run-id: {run_id!r} must be {runstate.RUN_ID_RULE}")
 
     output = _absolute(args.output).rstrip("/") or "/"
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
@@ -550,7 +589,8 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
             raise UsageError(f"argument --input: {pattern!r} matches no file")
 
     _check_writable(output)
-    if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
+    # Checked here so `plan` says it too; the claim at launch is what makes it race-free.
+    if args.run_id and _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
         )
@@ -572,4 +612,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         max_error_ratio=args.max_error_ratio,
         max_removed_ratio=args.max_removed_ratio,
         billing_project=args.billing_project,
+        run_id_given=args.run_id is not None,
     )

@@ -31,7 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import io as tio
-from transforms import schema
+from transforms import runstate, schema
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
@@ -104,7 +104,7 @@ def _success(run_folder: str, name: str) -> dict[str, Any]:
     if not FileSystems.exists(path):
         raise _unfinished(run_folder, name)
     try:
-        return tio.parse_success(tio.read_text(path))
+        return runstate.read_success(path)
     except (ValueError, UnicodeDecodeError) as e:
         raise PriorRefused(
             f"prior run {name} did not finish: its {tio.SUCCESS} is not a valid run report "

@@ -8,13 +8,17 @@ unfinished run unless told ``--grace-hours H``, and then only one whose newest f
 older than H hours: choose H well above your longest run (a dead run costs storage only;
 deleting a live one loses that night). A finished run that is newer than LATEST (it is
 publishing right now) is never deleted, nor is the run LATEST names (the next run diffs
-against it).
+against it). Nor is the prior of a run in flight: each run's ``_CLAIM``, written when it
+was launched, names the run it diffs against, and that run is kept while the claimant is
+unfinished and within ``--grace-hours``.
+
+A ``_SUCCESS`` that does not parse as a run report (truncated, damaged) does not make a run
+finished: it is listed as ``corrupt _SUCCESS`` and treated as unfinished.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -23,8 +27,9 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.options import parse_runs
+from pipeline.options import UsageError, parse_runs
 from transforms import io as tio
+from transforms import runstate
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class RunInfo:
     counts: dict[str, Any] | None
     last_write: float  # newest file's modification time, seconds since the epoch
     files: int
+    prior: str | None = None  # unfinished: the run it diffs against, from its claim
+    corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
 
     @property
     def order(self) -> tuple[str, str]:
@@ -42,9 +49,9 @@ class RunInfo:
         return (self.started_at or "", self.run_id)
 
 
-def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
-    """Every run folder under ``output`` (finished ones by start, then unfinished ones by
-    last write) and the run ``LATEST`` names, if any."""
+def list_runs(output: str) -> list[RunInfo]:
+    """Every run folder under ``output``: finished ones by start, then unfinished ones
+    (including those with a damaged ``_SUCCESS``) by last write."""
     pattern = FileSystems.join(output, tio.RUNS, "**")
     files = FileSystems.match([pattern])[0].metadata_list
     root = FileSystems.join(output, tio.RUNS) + "/"
@@ -56,26 +63,30 @@ def list_runs(output: str) -> tuple[list[RunInfo], str | None]:
     runs = []
     for run_id, metas in by_run.items():
         success = [m for m in metas if m.path == FileSystems.join(root + run_id, tio.SUCCESS)]
-        try:
-            report = json.loads(tio.read_text(success[0].path)) if success else {}
-        except ValueError:  # being written right now (local files are not atomic)
-            report = {}
+        report: dict[str, Any] = {}
+        corrupt = None
+        if success:
+            try:
+                report = runstate.read_success(success[0].path)
+            except runstate.CorruptSuccess as e:  # damaged, or being written right now
+                corrupt = str(e)
+        finished = bool(report)
+        claim = None if finished else runstate.read_claim(output, run_id)
         runs.append(
             RunInfo(
                 run_id=run_id,
-                finished=bool(success),
+                finished=finished,
                 started_at=report.get("started_at"),
                 counts=report.get("counts"),
                 last_write=max(m.last_updated_in_seconds for m in metas),
                 files=len(metas),
+                prior=claim.prior_run_under(output) if claim else None,
+                corrupt=corrupt,
             )
         )
-    runs = sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
+    return sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
         (r for r in runs if not r.finished), key=lambda r: r.last_write
     )
-    latest_path = FileSystems.join(output, tio.LATEST)
-    latest = tio.read_text(latest_path).strip() if FileSystems.exists(latest_path) else None
-    return runs, latest
 
 
 @dataclass(frozen=True)
@@ -94,15 +105,30 @@ def plan_gc(
     now: float,
 ) -> list[Decision]:
     """What ``gc`` does with each run: keeps LATEST, the ``keep`` newest other finished runs,
-    finished runs newer than LATEST, and unfinished runs unless ``grace_hours`` is given and
-    they wrote nothing for that long. Pure, so the policy is tested without storage."""
+    finished runs newer than LATEST, the prior of every unfinished run that is not past the
+    grace period (it is in flight and will read that prior), and unfinished runs unless
+    ``grace_hours`` is given and they wrote nothing for that long. Pure, so the policy is
+    tested without storage."""
     finished = sorted((r for r in runs if r.finished), key=lambda r: r.order, reverse=True)
     newest = {r.run_id for r in [r for r in finished if r.run_id != latest][:keep]}
     latest_order = next((r.order for r in finished if r.run_id == latest), None)
+
+    def idle_hours(run: RunInfo) -> float:
+        return (now - run.last_write) / 3600
+
+    def dead(run: RunInfo) -> bool:
+        return grace_hours is not None and idle_hours(run) > grace_hours
+
+    in_flight_prior = {
+        r.prior: r.run_id for r in runs if not r.finished and r.prior and not dead(r)
+    }
     decisions = []
     for run in runs:
         if run.run_id == latest:
             decisions.append(Decision(run, False, "LATEST"))
+        elif run.run_id in in_flight_prior:
+            claimant = in_flight_prior[run.run_id]
+            decisions.append(Decision(run, False, f"prior of the unfinished run {claimant}"))
         elif run.finished and run.run_id in newest:
             decisions.append(Decision(run, False, f"one of the {keep} newest besides LATEST"))
         elif run.finished and (latest_order is None or run.order > latest_order):
@@ -112,8 +138,8 @@ def plan_gc(
                 Decision(run, True, f"finished, older than the {keep} kept besides LATEST")
             )
         else:
-            idle = (now - run.last_write) / 3600
-            if grace_hours is not None and idle > grace_hours:
+            idle = idle_hours(run)
+            if dead(run):
                 decisions.append(
                     Decision(run, True, f"unfinished, nothing written for {idle:.1f} h")
                 )
@@ -133,14 +159,23 @@ def delete_run(output: str, run_id: str) -> None:
     FileSystems.delete([path + "/" if "://" in path else path])
 
 
-def format_list(runs: Sequence[RunInfo], latest: str | None, *, now: float) -> str:
+def format_list(
+    runs: Sequence[RunInfo], latest: str | None, *, now: float, bad_latest: str | None = None
+) -> str:
+    """The table ``runs list`` prints; ``bad_latest`` (why LATEST names no run) is its last
+    line when given."""
     header = ("RUN", "STATE", "STARTED_AT", "LISTED", "PROCESSED", "TO_EMBED", "REMOVED", "FAILED")
     rows: list[tuple[str, ...]] = [header]
     for r in runs:
         c = r.counts or {}
         keys = ("docs_listed", "docs_processed", "chunks_to_embed", "chunks_removed", "docs_failed")
+        idle = f"{(now - r.last_write) / 3600:.1f} h idle"
         state = (
-            "finished" if r.finished else f"unfinished ({(now - r.last_write) / 3600:.1f} h idle)"
+            "finished"
+            if r.finished
+            else f"corrupt _SUCCESS ({idle})"
+            if r.corrupt
+            else f"unfinished ({idle})"
         )
         started = r.started_at or "-"
         rows.append((r.run_id, state, started, *(str(c.get(k, "-")) for k in keys)))
@@ -153,6 +188,8 @@ def format_list(runs: Sequence[RunInfo], latest: str | None, *, now: float) -> s
         lines.append(line)
     if latest is not None and latest not in {r.run_id for r in runs}:
         lines.append(f"LATEST names {latest!r}, which is not under runs/")
+    if bad_latest is not None:
+        lines.append(bad_latest)
     return "\n".join(lines)
 
 
@@ -160,13 +197,23 @@ def command(argv: Sequence[str]) -> int:
     """``chunkmill runs list|gc``."""
     settings = parse_runs(argv)
     now = time.time()
-    runs, latest = list_runs(settings.output)
+    # LATEST first, then the runs and their claims: a run launched meanwhile names as its
+    # prior this LATEST (kept) or a newer one, whose claim the listing then sees.
+    try:
+        latest, bad_latest = runstate.read_latest(settings.output), None
+    except runstate.BadLatest as e:
+        latest, bad_latest = None, str(e)
+    runs = list_runs(settings.output)
     if settings.command == "list":
         if not runs:
             print(f"no runs in {settings.output}")
+            if bad_latest:
+                print(bad_latest)
             return 0
-        print(format_list(runs, latest, now=now))
+        print(format_list(runs, latest, now=now, bad_latest=bad_latest))
         return 0
+    if bad_latest:  # which runs gc keeps depends on LATEST: nothing is deleted on a guess
+        raise UsageError(bad_latest)
     decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
     verb = "would delete" if settings.dry_run else "deleted"
     for d in decisions:

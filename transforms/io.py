@@ -26,13 +26,12 @@ from apache_beam.io.filesystems import FileSystems
 from transforms import prior, schema, storage
 from transforms.refusal import RunRefused
 
-SUCCESS = "_SUCCESS"
-LATEST = "LATEST"
-RUNS = "runs"
-
-
-def run_dir(output: str, run_id: str) -> str:
-    return FileSystems.join(output, RUNS, run_id)
+# The names of the run-state files live with their defensive readers (transforms/runstate.py).
+from transforms.runstate import LATEST as LATEST
+from transforms.runstate import RUNS as RUNS
+from transforms.runstate import SUCCESS as SUCCESS
+from transforms.runstate import CorruptSuccess, read_success
+from transforms.runstate import run_dir as run_dir
 
 
 def table_dir(output: str, run_id: str, table: str) -> str:
@@ -196,47 +195,6 @@ def check_removed_ratio(counts: dict[str, Any], max_ratio: float | None) -> None
     )
 
 
-# _SUCCESS's keys a reader relies on; a file without them (cut short, hand-edited, written by
-# something else) is a run that did not finish.
-_SUCCESS_KEYS = ("run_id", "started_at", "counts", "tables")
-
-
-def parse_success(text: str) -> dict[str, Any]:
-    """The run report in a ``_SUCCESS`` file's ``text``. Raises ``ValueError`` saying what is
-    wrong when it is not JSON, lacks a required key, or does not list every table as files
-    with their rows and bytes (``{"path", "rows", "bytes"}``, paths relative to the run).
-    Reports of releases that listed bare paths are read with ``rows`` and ``bytes`` None, so
-    the runs they published stay usable as a prior."""
-    report = json.loads(text)  # json.JSONDecodeError is a ValueError
-    if not isinstance(report, dict):
-        raise ValueError("it is not a JSON object")
-    missing = [k for k in _SUCCESS_KEYS if k not in report]
-    if missing:
-        raise ValueError(f"it lacks {', '.join(missing)}")
-    tables = report["tables"]
-    for name in schema.TABLES:
-        files = tables.get(name) if isinstance(tables, dict) else None
-        if not isinstance(files, list):
-            raise ValueError(f"its tables.{name} is not a list of files")
-        tables[name] = [_file_entry(f, name) for f in files]
-    return report
-
-
-def _file_entry(entry: Any, table: str) -> dict[str, Any]:
-    if isinstance(entry, str):  # a release that recorded paths only
-        entry = {"path": entry, "rows": None, "bytes": None}
-    path = entry.get("path") if isinstance(entry, dict) else None
-    if (
-        not isinstance(path, str)
-        or not path.startswith(table + "/")
-        or ".." in path.split("/")
-        or not all(
-            type(entry.get(k)) is int and entry[k] >= 0 or entry.get(k) is None
-            for k in ("rows", "bytes")
-        )
-    ):
-        raise ValueError(f"its tables.{table} has an entry that is not a file of {table}/")
-    return entry
 
 
 def table_files(base: str, written: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -308,17 +266,17 @@ _PUBLISH_ROUNDS = 10
 
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
-    """``(started_at, run_id)`` of every run under ``output`` that has ``_SUCCESS``, oldest
-    first."""
+    """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
+    (``transforms.runstate.read_success``), oldest first: the candidates for ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:
         run_id = meta.path.rstrip("/").split("/")[-2]
         try:
-            started_at = json.loads(read_text(meta.path)).get("started_at", "")
-        except ValueError:
-            # Another publisher is writing it (a local file appears before its content).
-            # Skipping is safe: that publisher lists again after its own write.
+            started_at = str(read_success(meta.path)["started_at"])
+        except CorruptSuccess:
+            # Damaged, or another publisher is writing it (a local file appears before its
+            # content). Skipping is safe: that publisher lists again after its own write.
             continue
         runs.append((started_at, run_id))
     return sorted(runs)

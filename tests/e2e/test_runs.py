@@ -167,6 +167,6 @@ def test_a_run_that_breaks_publishes_nothing(chunkmill, corpus, tmp_path, monkey
     argv = ["run", "--input", str(corpus / "**"), "--output", str(out), "--run-id", "r2"]
     assert main([*argv, "--runner=FnApiRunner"]) == 1
     err = capsys.readouterr().err
-    assert "run r2 failed before publishing; LATEST still names r1" in err
+    assert "run r2 failed before publishing; LATEST names r1" in err
     assert (out / "LATEST").read_text().strip() == "r1"
     assert not (out / "runs" / "r2" / "_SUCCESS").exists()

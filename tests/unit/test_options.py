@@ -23,6 +23,8 @@ from transforms import schema
         (["--no-such-flag"], "--no-such-flag"),
         (["--runnr=DirectRunner"], "--runnr"),
         (["--run-id", "../escape"], "--run-id"),
+        # "$" in a regex matches before a final newline: the id must match whole.
+        (["--run-id", "r1\n"], "--run-id"),
         (["--input", "/nonexistent/**"], "/nonexistent/**"),
         (["--prior-manifest", "/nonexistent/run"], "--prior-manifest"),
         (["--max-tokens", "10", "--overlap-tokens", "10"], "overlap_tokens"),
@@ -132,3 +134,32 @@ def test_prior_manifest_that_is_not_parquet_is_one_line(docs, tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "part-0.parquet" in err, err
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_glob_the_shell_expanded_is_one_line_asking_to_quote_it(command, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a.md", "b.md", "c.md"):
+        (docs / name).write_text("hello\n")
+    # What `chunkmill run --input docs/*.md` becomes after the shell expands the glob.
+    argv = [command, "--input", str(docs / "a.md"), str(docs / "b.md"), str(docs / "c.md")]
+    code = main([*argv, "--output", str(tmp_path / "out"), "--runner", "FnApiRunner"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (
+        f"chunkmill: error: unexpected argument {str(docs / 'b.md')!r}: quote the --input glob "
+        f"('{docs}/*.md') so the shell does not expand it\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_values_of_beam_flags_are_not_stray_arguments(docs, tmp_path):
+    s = parse_run(
+        ["--input", str(docs / "*"), "--output", str(tmp_path / "o"), "--runner", "FnApiRunner"]
+        + ["--experiments", "use_runner_v2", "--s3_disable_ssl", "--project", "p"]
+    )
+    assert s.beam_args == (
+        "--runner", "FnApiRunner", "--experiments", "use_runner_v2", "--s3_disable_ssl",
+        "--project", "p",
+    )  # fmt: skip

@@ -17,7 +17,7 @@ from pipeline.cli import main
 from tests.helpers import write_finished_run
 from tests.unit.test_prior_integrity import hand_rows
 from transforms import io as tio
-from transforms import schema
+from transforms import runstate, schema
 
 
 def manifest(rows: list[dict]) -> pa.Table:
@@ -195,7 +195,7 @@ def test_publish_records_every_file_with_its_rows_and_bytes_and_leaves_no_stagin
         written.append(str(path))
     report = {"run_id": "r1", "started_at": "2026-11-20T01:00:00Z", "limits": {}}
     tio.publish(None, {"docs_listed": 1}, written, str(tmp_path), "r1", report)
-    success = tio.parse_success((base / "_SUCCESS").read_text())
+    success = runstate.parse_success((base / "_SUCCESS").read_text())
     assert success["tables"]["manifest"] == [
         {
             "path": "manifest/part-00000-of-00001.parquet",

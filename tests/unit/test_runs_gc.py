@@ -11,6 +11,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.runs import RunInfo, list_runs, plan_gc
 from transforms import io as tio
+from transforms import runstate
 
 NOW = 2_000_000_000.0
 HOUR = 3600.0
@@ -51,6 +52,19 @@ def test_unfinished_runs_are_kept_unless_idle_beyond_the_grace_period():
     assert deleted(plan_gc(runs, "d2", keep=0, grace_hours=100, now=NOW)) == {"d1"}
 
 
+def test_the_prior_of_a_run_in_flight_is_kept_until_that_run_is_past_the_grace_period():
+    runs = [finished(f"d{d}", d) for d in range(1, 5)]
+    live = RunInfo("live", False, None, None, NOW - 2 * HOUR, 1, prior="d2")
+    decisions = plan_gc([*runs, live], "d4", keep=0, grace_hours=None, now=NOW)
+    assert deleted(decisions) == {"d1", "d3"}
+    assert {d.run.run_id: d.reason for d in decisions}["d2"] == "prior of the unfinished run live"
+    assert deleted(plan_gc([*runs, live], "d4", keep=0, grace_hours=3, now=NOW)) == {"d1", "d3"}
+    # Past the grace period the claimant counts as dead: it and its prior may go.
+    assert deleted(plan_gc([*runs, live], "d4", keep=0, grace_hours=1, now=NOW)) == {
+        "d1", "d2", "d3", "live"
+    }  # fmt: skip
+
+
 def test_without_latest_nothing_finished_outside_keep_is_judged_older():
     runs = [finished("d1", 1), finished("d2", 2)]
     assert deleted(plan_gc(runs, None, keep=1, grace_hours=None, now=NOW)) == set()
@@ -84,8 +98,8 @@ def output(tmp_path) -> Path:
 
 
 def test_list_reads_runs_and_latest(output):
-    runs, latest = list_runs(str(output))
-    assert latest == "night4"
+    runs = list_runs(str(output))
+    assert runstate.read_latest(str(output)) == "night4"
     assert [r.run_id for r in runs[:4]] == ["night1", "night2", "night3", "night4"]
     assert {r.run_id for r in runs[4:]} == {"crashed", "running"}
     assert runs[3].counts == {"docs_listed": 40, "chunks_to_embed": 4}
@@ -141,3 +155,15 @@ def test_bad_runs_flags_are_one_line(args, names, tmp_path, capsys):
 def test_list_on_an_empty_prefix(tmp_path, capsys):
     assert main(["runs", "list", "--output", str(tmp_path / "nothing")]) == 0
     assert "no runs in" in capsys.readouterr().out
+
+
+def test_gc_keeps_the_prior_a_launched_run_claimed(output, capsys):
+    """A run launched when night3 was LATEST is still running when night4 publishes: gc must
+    not delete night3 under it."""
+    claim = runstate.Claim("slow", "2026-11-04T00:30:00Z", "night3", None)
+    assert runstate.claim_run(str(output), claim, exact=True).run_id == "slow"
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    assert "kept  night3  (prior of the unfinished run slow)" in capsys.readouterr().out
+    assert sorted(p.name for p in (output / "runs").iterdir()) == [
+        "crashed", "night3", "night4", "running", "slow"
+    ]  # fmt: skip

@@ -1,0 +1,301 @@
+"""The files that say which runs exist, which finished and which is the newest, and reading
+them defensively (they live in shared storage, where anyone can damage them)::
+
+    OUTPUT/runs/RUN_ID/_CLAIM     JSON claim: written first, atomically, so no two launches
+                                  ever share a run folder
+    OUTPUT/runs/RUN_ID/_SUCCESS   JSON run report, written after every table is complete
+    OUTPUT/LATEST                 RUN_ID of the newest finished run
+
+Every reader of ``LATEST`` goes through ``read_latest``; every reader of ``_SUCCESS`` through
+``read_success``. A damaged file is a ``BadLatest`` / ``CorruptSuccess`` whose message says
+what is wrong and how to mend it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import schema, storage
+
+SUCCESS = "_SUCCESS"
+LATEST = "LATEST"
+RUNS = "runs"
+CLAIM = "_CLAIM"
+
+# Run ids name a folder under OUTPUT/runs/: no separators, nothing that escapes the prefix.
+# Matched whole (fullmatch): "$" would also accept a trailing newline.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_ID_RULE = "letters, digits, '.', '_' or '-' (at most 128, starting with a letter or digit)"
+# The keys every reader of _SUCCESS relies on; without them the run did not finish.
+SUCCESS_KEYS = ("run_id", "started_at", "counts", "tables")
+# A run id is at most 128 characters: a LATEST far longer is not one, and is not read whole.
+_LATEST_MAX_BYTES = 1024
+# Default ids are to the second; launches in the same second take -2, -3, ... up to this.
+MAX_SAME_SECOND_RUNS = 1000
+
+_log = logging.getLogger(__name__)
+
+
+def is_run_id(value: str) -> bool:
+    return _RUN_ID.fullmatch(value) is not None
+
+
+def run_dir(output: str, run_id: str) -> str:
+    return FileSystems.join(output, RUNS, run_id)
+
+
+def _read_bytes(path: str, limit: int | None = None) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        data: bytes = f.read() if limit is None else f.read(limit)
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# _SUCCESS
+
+
+class CorruptSuccess(ValueError):
+    """A ``_SUCCESS`` that is not a JSON object with ``SUCCESS_KEYS`` (truncated, being
+    written, or damaged): its run does not count as finished."""
+
+
+def parse_success(data: bytes | str) -> dict[str, Any]:
+    """The run report in a ``_SUCCESS``; raises ``CorruptSuccess`` saying what is wrong: not
+    JSON, a required key missing, or a table not listed as files with their rows and bytes
+    (``{"path", "rows", "bytes"}``, paths relative to the run). Reports of releases that listed
+    bare paths are read with ``rows`` and ``bytes`` None, so the runs they published stay
+    usable as a prior."""
+    try:
+        report = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CorruptSuccess(f"not JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(report, dict):
+        raise CorruptSuccess(f"not a JSON object but a {type(report).__name__}")
+    missing = [k for k in SUCCESS_KEYS if k not in report]
+    if missing:
+        raise CorruptSuccess(f"no {', '.join(missing)}")
+    tables = report["tables"]
+    for name in schema.TABLES:
+        files = tables.get(name) if isinstance(tables, dict) else None
+        if not isinstance(files, list):
+            raise CorruptSuccess(f"its tables.{name} is not a list of files")
+        tables[name] = [_file_entry(f, name) for f in files]
+    return report
+
+
+def _file_entry(entry: Any, table: str) -> dict[str, Any]:
+    if isinstance(entry, str):  # a release that recorded paths only
+        entry = {"path": entry, "rows": None, "bytes": None}
+    path = entry.get("path") if isinstance(entry, dict) else None
+    if (
+        not isinstance(path, str)
+        or not path.startswith(table + "/")
+        or ".." in path.split("/")
+        or not all(
+            type(entry.get(k)) is int and entry[k] >= 0 or entry.get(k) is None
+            for k in ("rows", "bytes")
+        )
+    ):
+        raise CorruptSuccess(f"its tables.{table} has an entry that is not a file of {table}/")
+    return entry
+
+
+def read_success(path: str) -> dict[str, Any]:
+    """``parse_success`` of the file at ``path`` (I/O errors propagate)."""
+    return parse_success(_read_bytes(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# LATEST
+
+
+class BadLatest(ValueError):
+    """``LATEST`` exists but names no run; the message says what is wrong and how to mend it."""
+
+
+def latest_problem(data: bytes) -> str | None:
+    """What keeps ``data`` (the bytes of LATEST) from being one run id, or None when it is
+    one: surrounding whitespace and a final newline are allowed."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary content"
+    if any(unicodedata.category(c) == "Cc" and c not in "\n\r\t" for c in text):
+        return "binary content"
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "empty"
+    if len(lines) > 1:
+        return f"{len(lines)} lines"
+    if not is_run_id(lines[0].strip()):
+        shown = lines[0].strip()
+        shown = shown if len(shown) <= 60 else shown[:60] + "..."
+        return f"{shown!r} is not a run id: run ids are {RUN_ID_RULE}"
+    return None
+
+
+def read_latest(output: str, *, alternative: str | None = None) -> str | None:
+    """The run ``OUTPUT/LATEST`` names, or None when there is no LATEST (no run finished
+    yet). Raises ``BadLatest`` for anything else: binary, empty or several lines, an invalid
+    id, a folder, unreadable. ``alternative`` ends the message (what else the user may do,
+    e.g. ``"pass --prior-manifest none"``)."""
+    path = FileSystems.join(output, LATEST)
+    try:
+        exists = FileSystems.exists(path)
+        problem = None
+        if exists:
+            data = _read_bytes(path, _LATEST_MAX_BYTES + 1)
+            problem = (
+                f"over {_LATEST_MAX_BYTES} bytes"
+                if len(data) > _LATEST_MAX_BYTES
+                else latest_problem(data)
+            )
+        elif _is_folder(path):
+            problem = "a folder"
+    except IsADirectoryError:
+        problem = "a folder"
+    except Exception as e:  # permission, network: say so in one line, still how to mend
+        raise BadLatest(
+            f"{path} cannot be read ({type(e).__name__}: {storage.first_line(str(e))}); "
+            + _mend(output, alternative)
+        ) from None
+    if problem is None:
+        return data.decode("utf-8").strip() if exists else None
+    raise BadLatest(f"{path} is not a run id ({problem}); {_mend(output, alternative)}")
+
+
+def describe_latest(output: str) -> str:
+    """What ``LATEST`` names, for a message: the run id, ``no run``, or what is wrong with
+    it. Never raises."""
+    try:
+        return read_latest(output) or "no run"
+    except BadLatest as e:
+        return f"nothing readable ({e})"
+    except Exception as e:
+        return f"nothing readable ({type(e).__name__})"
+
+
+def _is_folder(path: str) -> bool:
+    """A folder (or, on an object store, a prefix with objects under it) where LATEST goes."""
+    if storage.scheme(path) == "":
+        return os.path.isdir(path)
+    try:
+        return bool(FileSystems.match([path + "/**"], limits=[1])[0].metadata_list)
+    except Exception:
+        return False
+
+
+def _mend(output: str, alternative: str | None) -> str:
+    # Imported here: transforms.io (which publishes) imports this module.
+    from transforms.io import finished_runs
+
+    try:
+        runs = finished_runs(output)
+    except Exception:
+        runs = []
+    example = f", e.g. {runs[-1][1]}" if runs else ""
+    hint = f"write the id of the last good run into it{example}"
+    return f"{hint}, or {alternative}" if alternative else hint
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What ``_CLAIM`` records: the run, when it started and the prior it diffs against
+    (``runs gc`` keeps that prior while the run is in flight). Never pipeline options: they
+    can carry credentials."""
+
+    run_id: str
+    started_at: str
+    prior_run_id: str | None
+    prior_manifest: str | None
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+    def prior_run_under(self, output: str) -> str | None:
+        """The run under ``output`` this claim diffs against: its prior run id, else the run
+        folder its ``--prior-manifest`` path lies in, if that is under ``output``."""
+        if self.prior_run_id:
+            return self.prior_run_id
+        root = FileSystems.join(output, RUNS) + "/"
+        if self.prior_manifest and self.prior_manifest.startswith(root):
+            candidate = self.prior_manifest[len(root) :].split("/", 1)[0]
+            return candidate if is_run_id(candidate) else None
+        return None
+
+
+class RunTaken(Exception):
+    """The run id is already claimed, or its folder already holds files."""
+
+
+def claim_path(output: str, run_id: str) -> str:
+    return FileSystems.join(run_dir(output, run_id), CLAIM)
+
+
+def read_claim(output: str, run_id: str) -> Claim | None:
+    """The claim of a run, or None when it has none or it cannot be read (a run of an older
+    chunkmill, a claim being written, damage)."""
+    try:
+        raw = json.loads(_read_bytes(claim_path(output, run_id), 64 * 1024))
+        return Claim(
+            run_id=str(raw["run_id"]),
+            started_at=str(raw["started_at"]),
+            prior_run_id=raw.get("prior_run_id"),
+            prior_manifest=raw.get("prior_manifest"),
+        )
+    except Exception:
+        return None
+
+
+def candidate_ids(run_id: str, *, exact: bool) -> list[str]:
+    """The ids a launch tries in order: the one given, or for a default id also ``ID-2``,
+    ``ID-3``, ... (deterministic, so two launches in one second get distinct, predictable
+    ids)."""
+    if exact:
+        return [run_id]
+    return [run_id] + [f"{run_id}-{n}" for n in range(2, MAX_SAME_SECOND_RUNS + 1)]
+
+
+def claim_run(output: str, claim: Claim, *, exact: bool) -> Claim:
+    """Takes a run folder for ``claim.run_id`` by creating its ``_CLAIM`` if absent, in one
+    atomic request on local disk, GCS and S3 (``storage.create_if_absent``); returns the
+    claim made, whose id differs from the one asked for only when ``exact`` is False and
+    that one was taken. Raises ``RunTaken`` when no candidate id is free. A folder that
+    already holds files (a run of an older chunkmill, without a claim) is taken too."""
+    if not storage.creates_atomically(output):
+        _log.warning(
+            "%s cannot create an object only if it is absent in one request: two launches "
+            "in the same instant could share a run folder; give each an explicit --run-id",
+            storage.scheme(output) + "://",
+        )
+    for run_id in candidate_ids(claim.run_id, exact=exact):
+        if _has_files(run_dir(output, run_id)):
+            continue
+        mine = Claim(run_id, claim.started_at, claim.prior_run_id, claim.prior_manifest)
+        if storage.create_if_absent(claim_path(output, run_id), mine.to_json()):
+            return mine
+    raise RunTaken(
+        f"run {claim.run_id!r} already exists in {output}"
+        if exact
+        else f"{MAX_SAME_SECOND_RUNS} runs named {claim.run_id}[-N] already exist in {output}"
+    )
+
+
+def _has_files(folder: str) -> bool:
+    try:
+        return bool(FileSystems.match([folder + "/**"], limits=[1])[0].metadata_list)
+    except Exception:
+        return False
