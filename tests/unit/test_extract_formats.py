@@ -4,6 +4,7 @@ engines with their page cap. Every fixture is generated here."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -386,3 +387,35 @@ def test_html_pre_is_verbatim_even_with_elements_inside() -> None:
         b"<pre>  inner</pre></pre><p>after</p>"
     )
     assert extract("a.html", data).text == "before\n\nx  =  1\ny  =  2\n  inner\n\nafter"
+
+
+# --- the clean-up profile of each format --------------------------------------------------------
+
+# Ligature, soft hyphen, NBSP, a control, a noncharacter, a form feed, a line-end hyphen.
+_DIRTY = "\ufb01nance infor\xadmation 10\xa0km bell\x07 x\ufdd0y a\x0cb infor-\nmation"
+_VERBATIM = "\ufb01nance infor\xadmation 10\xa0km bell xy a\n\nb infor-\nmation"
+
+
+@pytest.mark.parametrize("path", ["a.txt", "a.md", "a.py", "a.rst", "README"])
+def test_text_formats_lose_only_what_cannot_be_meant(path: str) -> None:
+    assert extract(path, _DIRTY.encode()).text == _VERBATIM
+
+
+def test_json_and_csv_values_keep_ligatures_and_lose_controls() -> None:
+    record = {"name": "\ufb01nance\x07 o\ufb03ce\ufffe", "note": "x\u00b2\xadx"}
+    assert extract("a.json", json.dumps([record]).encode()).text == (
+        "name: \ufb01nance o\ufb03ce\nnote: x\u00b2\xadx"
+    )
+    assert extract("a.csv", "name\n\ufb01nance\x07\n".encode()).text == "name: \ufb01nance"
+
+
+def test_html_and_docx_lose_typesetting_artefacts() -> None:
+    import docx
+
+    html = "<pre>\ufb01nance\xa0o\ufb03ce\x0cinfor\xadmation\ufdd0</pre><p>hy-\nphen</p>"
+    assert extract("a.html", html.encode()).text == "finance office\n\ninformation\n\nhy- phen"
+    doc = docx.Document()
+    doc.add_paragraph("\ufb01nance\xa0o\ufb03ce infor\xadmation")
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    assert extract("a.docx", buffer.getvalue()).text == "finance office information"
