@@ -97,6 +97,7 @@ def test_document_profile(raw: str, expected: str | None) -> None:
         # pdfium's U+FFFE is a hyphen that ended a line: the same rule applies.
         ("the infor\ufffemation age", "the information age"),
         ("well\ufffeknown", "wellknown"),
+        ("the infor\ufffe\r\nmation age", "the information age"),
         ("X\ufffeRay", "X-\nRay"),
         ("1\ufffe2", "1-\n2"),
         ("a-\nb-\nc", "abc"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -370,14 +371,15 @@ def test_marks_and_utf16_patterns(data: bytes, text: str, lossy: bool) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=300))
-def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes) -> None:
+@given(st.binary(max_size=300), st.sampled_from(["any.txt", "any.json", "any.csv", "any.html"]))
+def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes, path: str) -> None:
     try:
-        doc = extract("any.txt", data)
+        doc = extract(path, data)
     except ExtractionError as e:
-        assert e.reason in {"empty", "binary", "undecodable"}
+        assert e.reason in {"empty", "binary", "undecodable", "corrupt"}
         return
-    assert "\x00" not in doc.text and "\r" not in doc.text
+    assert not any(unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\n" for c in doc.text)
+    assert "\ufffe" not in doc.text and "\uffff" not in doc.text
     doc.text.encode("utf-8")  # strict: no lone surrogate
 
 

@@ -46,10 +46,16 @@ _NONCHARACTERS = "\ufdd0-\ufdef" + "".join(
 # through newline normalisation: it is rewritten, not dropped (_LINE_BREAKS).
 _CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f"
 _UNWANTED = re.compile(f"[{_CONTROLS}{_NONCHARACTERS}]")
+# A search for thirty-odd scattered astral code points is ten times slower than for one
+# range; most texts hold no astral character at all, so that search runs only where needed.
+_BMP_UNWANTED = re.compile(f"[{_CONTROLS}\ufdd0-\ufdef\ufffe\uffff]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # Controls that separate lines or pages: they become line breaks, so no two words are glued
 # together by dropping them.
 _LINE_BREAKS = {"\r\n": "\n", "\r": "\n", "\x0b": "\n", "\x85": "\n", "\x0c": "\n\n"}
 _LINE_BREAK = re.compile("\r\n?|[\x0b\x0c\x85]")
+# pdfium's line-end hyphen, with the line break it is seen to drop, should it keep one.
+_PDFIUM_HYPHEN = re.compile("\ufffe(?:[ \t]*\n)?")
 
 # Compatibility mapping for the characters that only exist to draw a glyph: Latin and
 # Armenian ligatures (U+FB00..U+FB06, U+FB13..U+FB17: "ﬁ" -> "fi"), Hebrew presentation
@@ -80,10 +86,10 @@ _COMPATIBILITY: dict[int, str] = {
 }
 # Space separators (category Zs) other than the space itself and the ideographic space.
 _SPACES: dict[int, str] = dict.fromkeys((0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F), " ")
-_DOCUMENT_TABLE: dict[int, str | None] = {**_COMPATIBILITY, **_SPACES, 0xAD: None}
-_DOCUMENT_CHARACTERS = re.compile(
-    "[" + "".join(re.escape(chr(code)) for code in sorted(_DOCUMENT_TABLE)) + "]"
-)
+_DOCUMENT_TABLE: dict[str, str] = {
+    chr(code): mapped for code, mapped in {**_COMPATIBILITY, **_SPACES, 0xAD: ""}.items()
+}
+_DOCUMENT_CHARACTERS = re.compile("[" + "".join(map(re.escape, sorted(_DOCUMENT_TABLE))) + "]")
 
 # A word hyphenated at a line end: a letter, a hyphen (U+002D or U+2010), the line break
 # (spaces around it allowed), then a lowercase letter (checked in _join_hyphenated):
@@ -95,7 +101,9 @@ _DOCUMENT_CHARACTERS = re.compile(
 # without a dictionary it cannot be told from hyphenation, and hyphenation is far more common
 # at line ends of typeset text. Only PDF text is de-hyphenated: HTML and DOCX lines are
 # broken by the reader, and code and data must keep every character.
-_LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u2010][ \t]*\n[ \t]*(?=[^\W\d_])")
+# The hyphen comes first in the pattern, the letter before it is a lookbehind: a pattern
+# that starts with a plain character set is searched for much faster.
+_LINE_END_HYPHEN = re.compile(r"[-\u2010](?<=[^\W\d_][-\u2010])[ \t]*\n[ \t]*(?=[^\W\d_])")
 
 
 def clean_up(text: str, *, profile: str) -> str:
@@ -104,17 +112,21 @@ def clean_up(text: str, *, profile: str) -> str:
     character other than tab and newline. Raises ``ValueError`` for an unknown profile."""
     if profile not in PROFILES:
         raise ValueError(f"unknown clean-up profile {profile!r}")
-    if profile == PDF and "\ufffe" in text:
-        text = text.replace("\ufffe", "-\n")
-    if _LINE_BREAK.search(text):
+    # One search decides for the common text that needs none of the first steps; astral
+    # noncharacters are looked for only in text that has astral characters (_BMP_UNWANTED).
+    if _BMP_UNWANTED.search(text) or (
+        not text.isascii() and _ASTRAL.search(text) and _UNWANTED.search(text)
+    ):
         text = _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
-    if _UNWANTED.search(text):
+        if profile == PDF and "\ufffe" in text:
+            text = _PDFIUM_HYPHEN.sub("-\n", text)
         text = _UNWANTED.sub("", text)
     if profile == VERBATIM:
         return text
-    if _DOCUMENT_CHARACTERS.search(text):
-        text = text.translate(_DOCUMENT_TABLE)
-    if not text.isascii():
+    if not text.isascii():  # every character the steps below change is outside ASCII
+        # A regular expression, not str.translate: translate calls the table for every
+        # character of a non-ASCII text, the expression only for the characters it changes.
+        text = _DOCUMENT_CHARACTERS.sub(lambda m: _DOCUMENT_TABLE[m.group()], text)
         # After the mapping (a presentation form can become a letter and a combining mark)
         # and before de-hyphenation, whose rule looks at letters: "e\u0301-" ends in a mark,
         # "\u00e9-" in a letter, and both must be judged alike.
