@@ -137,8 +137,10 @@ def _mixes_directions(pages: list[str]) -> bool:
     On such a line pdfium's text is in visual order: it reads each right-to-left word's
     letters in logical order but puts the words in their order on the page, left to right,
     so "see مرحبا بالعالم now" comes out as "see بالعالم مرحبا now", and a right-to-left
-    line with a Latin word in it likewise. pypdf keeps the order in which the PDF draws the
-    text, which for such lines is the reading order. Lines of right-to-left letters alone
+    line with a Latin word in it likewise. pypdf reverses the letters of each right-to-left
+    run within one text-showing operator and keeps the runs in the order the PDF draws them:
+    the reading order where a line's text is drawn a run at a time, as most producers do
+    (glyphs drawn one at a time it reads reversed). Lines of right-to-left letters alone
     (with digits or punctuation) pdfium reads right, and they do not count."""
     for page in pages:
         if not _RTL.search(page):
