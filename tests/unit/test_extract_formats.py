@@ -4,6 +4,8 @@ engines with their page cap. Every fixture is generated here."""
 from __future__ import annotations
 
 import io
+import json
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -369,14 +371,15 @@ def test_marks_and_utf16_patterns(data: bytes, text: str, lossy: bool) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=300))
-def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes) -> None:
+@given(st.binary(max_size=300), st.sampled_from(["any.txt", "any.json", "any.csv", "any.html"]))
+def test_any_bytes_give_parquet_safe_text_or_a_reason(data: bytes, path: str) -> None:
     try:
-        doc = extract("any.txt", data)
+        doc = extract(path, data)
     except ExtractionError as e:
-        assert e.reason in {"empty", "binary", "undecodable"}
+        assert e.reason in {"empty", "binary", "undecodable", "corrupt"}
         return
-    assert "\x00" not in doc.text and "\r" not in doc.text
+    assert not any(unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\n" for c in doc.text)
+    assert "\ufffe" not in doc.text and "\uffff" not in doc.text
     doc.text.encode("utf-8")  # strict: no lone surrogate
 
 
@@ -386,3 +389,35 @@ def test_html_pre_is_verbatim_even_with_elements_inside() -> None:
         b"<pre>  inner</pre></pre><p>after</p>"
     )
     assert extract("a.html", data).text == "before\n\nx  =  1\ny  =  2\n  inner\n\nafter"
+
+
+# --- the clean-up profile of each format --------------------------------------------------------
+
+# Ligature, soft hyphen, NBSP, a control, a noncharacter, a form feed, a line-end hyphen.
+_DIRTY = "\ufb01nance infor\xadmation 10\xa0km bell\x07 x\ufdd0y a\x0cb infor-\nmation"
+_VERBATIM = "\ufb01nance infor\xadmation 10\xa0km bell xy a\n\nb infor-\nmation"
+
+
+@pytest.mark.parametrize("path", ["a.txt", "a.md", "a.py", "a.rst", "README"])
+def test_text_formats_lose_only_what_cannot_be_meant(path: str) -> None:
+    assert extract(path, _DIRTY.encode()).text == _VERBATIM
+
+
+def test_json_and_csv_values_keep_ligatures_and_lose_controls() -> None:
+    record = {"name": "\ufb01nance\x07 o\ufb03ce\ufffe", "note": "x\u00b2\xadx"}
+    assert extract("a.json", json.dumps([record]).encode()).text == (
+        "name: \ufb01nance o\ufb03ce\nnote: x\u00b2\xadx"
+    )
+    assert extract("a.csv", "name\n\ufb01nance\x07\n".encode()).text == "name: \ufb01nance"
+
+
+def test_html_and_docx_lose_typesetting_artefacts() -> None:
+    import docx
+
+    html = "<pre>\ufb01nance\xa0o\ufb03ce\x0cinfor\xadmation\ufdd0</pre><p>hy-\nphen</p>"
+    assert extract("a.html", html.encode()).text == "finance office\n\ninformation\n\nhy- phen"
+    doc = docx.Document()
+    doc.add_paragraph("\ufb01nance\xa0o\ufb03ce infor\xadmation")
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    assert extract("a.docx", buffer.getvalue()).text == "finance office information"

@@ -6,9 +6,11 @@ for the ``errors/`` table, and nothing else for bad input: parser exceptions are
 
 The text is deterministic for the same bytes (and the same library releases for parsed
 formats): newlines are normalised so a document hashes the same whichever platform saved
-it. Plain-text formats keep every other character, so ``text[char_start:char_end]`` is
-exactly what the file holds; HTML, DOCX, JSON/JSONL and CSV are rendered (see ``markup``
-and ``structured``), PDFs are the text of their pages (``pdf``).
+it. Every text then goes through ``cleanup.clean_up``, with a profile per format
+(``_PROFILES``): plain-text formats lose only what cannot be meant (noncharacters, control
+characters but tab and newline) and keep every other character as the file holds it; HTML,
+DOCX, JSON/JSONL and CSV are rendered (see ``markup`` and ``structured``), PDFs are the text
+of their pages (``pdf``).
 
 Which formats need a third-party parser (and so run isolated, see ``transforms.isolation``)
 is ``uses_parser``.
@@ -26,6 +28,7 @@ from transforms.extract.base import (
     clean_text,
     one_line,
 )
+from transforms.extract.cleanup import DOCUMENT, VERBATIM, clean_up
 from transforms.extract.pdf import ENGINES as PDF_ENGINES
 from transforms.extract.pdf import extract_pdf
 from transforms.extract.text import ANY_BOM, decode, utf16_by_nuls
@@ -50,11 +53,24 @@ __all__ = [
 # the two differ; library versions are recorded in the errors table instead.
 # 2: non-UTF-8 text decoded (BOMs, UTF-16, detector), NULs dropped; HTML, JSON, JSONL, CSV,
 #    reStructuredText and DOCX as formats of their own; PDF bookmarks as section paths.
-EXTRACTOR_VERSION = "2"
+# 3: every text cleaned up (transforms.extract.cleanup): noncharacters and control
+#    characters dropped, form feeds as blank lines; ligatures, presentation forms, soft
+#    hyphens and space variants in HTML, DOCX and PDF; PDF line-end hyphenation joined;
+#    --pdf-engine auto reads pages mixing text directions with pypdf.
+EXTRACTOR_VERSION = "3"
 
 MARKDOWN, TEXT, CODE, PDF = "markdown", "text", "code", "pdf"
 RST, HTML, JSON, JSONL, CSV, DOCX = "rst", "html", "json", "jsonl", "csv", "docx"
 FORMATS: tuple[str, ...] = (MARKDOWN, TEXT, RST, CODE, PDF, HTML, JSON, JSONL, CSV, DOCX)
+
+# The clean-up profile of each format (PDF pages are cleaned in ``pdf``). Typeset documents
+# get DOCUMENT: their ligatures and space variants are artefacts of layout. What a person
+# typed (text, Markdown, code) or stored (JSON, CSV values) gets VERBATIM: every character
+# may be meant, so only noncharacters and controls go.
+_PROFILES: dict[str, str] = {
+    **dict.fromkeys((MARKDOWN, TEXT, RST, CODE, JSON, JSONL, CSV), VERBATIM),
+    **dict.fromkeys((HTML, DOCX), DOCUMENT),
+}
 
 # Formats whose bytes go through a third-party parser (or a parser whose memory is a large
 # multiple of the input): run isolated, with a time and memory budget.
@@ -167,11 +183,13 @@ def extract(
     Text formats (Markdown, text, reStructuredText, code): decoded (see
     ``text.decode``: byte-order marks, UTF-8, UTF-16 by NUL pattern, then a detector that
     makes the result ``lossy``), ``"\\r\\n"`` and lone ``"\\r"`` turned into ``"\\n"``, NULs
-    dropped, nothing else changed. HTML and DOCX: visible text with headings as Markdown
-    ``#`` lines. JSON, JSONL, CSV: one paragraph of ``key: value`` lines per record. PDFs:
-    each page's text (``pdf_engine``: pypdf, pdfium or auto), trailing whitespace stripped,
-    pages joined by ``"\\n\\n"``, ``page_starts`` recorded; more than ``max_pdf_pages``
-    pages is ``too_large``.
+    dropped, then ``cleanup.VERBATIM`` (noncharacters and control characters but tab and
+    newline dropped, form feed as a blank line), nothing else changed. HTML and DOCX:
+    visible text with headings as Markdown ``#`` lines, ``cleanup.DOCUMENT``. JSON, JSONL,
+    CSV: one paragraph of ``key: value`` lines per record, ``cleanup.VERBATIM``. PDFs: each
+    page's text (``pdf_engine``: pypdf, pdfium or auto), ``cleanup.PDF``, trailing
+    whitespace stripped, pages joined by ``"\\n\\n"``, ``page_starts`` recorded; more
+    than ``max_pdf_pages`` pages is ``too_large``.
 
     Raises ``ExtractionError`` (and, for bad input, nothing else) with reason
 
@@ -212,6 +230,7 @@ def extract(
         else:
             rendered = structured.render_csv(text, tab_separated=_extension(path) == ".tsv")
         return _finish(rendered, fmt, lossy)
+    text = clean_up(text, profile=VERBATIM)
     # isspace() stops at the first non-space character; strip() would copy the whole text.
     if not text or text.isspace():
         raise ExtractionError("empty", "the document is whitespace only")
@@ -220,6 +239,7 @@ def extract(
 
 def _finish(text: str, fmt: str, lossy: bool) -> Extracted:
     text, changed = clean_text(text)
+    text = clean_up(text, profile=_PROFILES[fmt])
     if not text or text.isspace():
         raise ExtractionError("empty", f"the {fmt} document holds no text")
     return Extracted(text=text, format=fmt, lossy=lossy or changed)

@@ -1,5 +1,6 @@
 """The contract of every extractor: ``Extracted`` out, or ``ExtractionError`` with a stable
-reason code; and ``clean_text``, the last step every extracted text goes through."""
+reason code; and ``clean_text``, the step every decoded or parsed text goes through first
+(``cleanup.clean_up`` follows it)."""
 
 from __future__ import annotations
 
@@ -61,15 +62,17 @@ class ExtractionError(Exception):
 class Extracted:
     """One document's text.
 
-    ``text`` is the text chunk offsets refer to; it holds no NUL character and no lone
-    surrogate (so it always encodes as UTF-8). ``format`` is one of ``FORMATS``. For PDFs,
-    ``page_starts[i]`` is the offset in ``text`` where page ``i`` (0-based) starts: 0 for the
-    first page, increasing (not strictly, an empty page may start where the next does);
-    ``None`` for every other format. ``lossy`` is true when ``text`` is not an exact decoding
-    of the bytes: the encoding was guessed by a detector, or characters (NULs, invalid
-    sequences, lone surrogates) were dropped or replaced. ``outline``: for a PDF with
-    bookmarks, ``(offset, path)`` pairs sorted by offset, where ``path`` is the heading path
-    (outermost first) from ``offset`` on; ``None`` when the document has none.
+    ``text`` is the text chunk offsets refer to; it holds no lone surrogate (so it always
+    encodes as UTF-8), no noncharacter and no control character but tab and newline.
+    ``format`` is one of ``FORMATS``. For PDFs, ``page_starts[i]`` is the offset in ``text``
+    where page ``i`` (0-based) starts: 0 for the first page, increasing (not strictly, an
+    empty page may start where the next does); ``None`` for every other format. ``lossy`` is
+    true when ``text`` is not an exact decoding of the bytes: the encoding was guessed by a
+    detector, or characters (NULs, invalid sequences, lone surrogates) were dropped or
+    replaced; the clean-up of every format (``cleanup``) is part of extraction and does not
+    make a text lossy. ``outline``: for a PDF with bookmarks, ``(offset, path)`` pairs sorted
+    by offset, where ``path`` is the heading path (outermost first) from ``offset`` on;
+    ``None`` when the document has none.
     """
 
     text: str
@@ -115,9 +118,8 @@ def normalise_newlines(text: str) -> str:
 def clean_text(text: str) -> tuple[str, bool]:
     """``(text, changed)``: newlines normalised, NUL characters dropped, lone surrogates
     replaced by U+FFFD (valid surrogate pairs joined). ``changed`` says whether anything but
-    newlines changed. Every extractor's text goes through here before it leaves: a NUL
-    breaks C readers of the Parquet files, and a lone surrogate cannot be encoded as UTF-8
-    at all."""
+    newlines changed. Every extractor's text goes through here: a NUL breaks C readers of
+    the Parquet files, and a lone surrogate cannot be encoded as UTF-8 at all."""
     changed = False
     if "\x00" in text:
         text = text.replace("\x00", "")

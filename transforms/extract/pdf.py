@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import re
+import unicodedata
 from typing import Any
 
 import pypdf
 from pypdf.errors import DependencyError, FileNotDecryptedError
 
+from transforms.extract import cleanup
 from transforms.extract.base import Extracted, ExtractionError, clean_text
 
 PYPDF, PDFIUM, AUTO = "pypdf", "pdfium", "auto"
@@ -33,14 +37,19 @@ _FPDF_ERR_PASSWORD = 4
 
 
 def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = None) -> Extracted:
-    """Each page's text with newlines normalised and trailing whitespace stripped, pages
-    joined by ``"\\n\\n"``, ``page_starts`` recorded.
+    """Each page's text cleaned up (``cleanup.PDF``: ligatures and presentation forms,
+    control characters, line-end hyphenation, ...) and trailing whitespace stripped, pages
+    joined by ``"\\n\\n"``, ``page_starts`` recorded. A page is cleaned on its own, so a
+    word hyphenated across a page break keeps its hyphen (joining it would move text from
+    one page to the other).
 
-    ``engine``: ``pypdf``, ``pdfium`` or ``auto`` (pdfium, then pypdf when pdfium cannot
-    read the file; an encrypted or over-long file is not retried). Raises ``ExtractionError``
-    with ``corrupt`` (no ``%PDF`` header in the first 1024 bytes, or the engine cannot parse
-    it), ``encrypted`` (does not open with the empty password), ``too_large`` (more than
-    ``max_pages`` pages) or ``no_text`` (no page holds text: scans, images, blank pages).
+    ``engine``: ``pypdf``, ``pdfium`` or ``auto``: pdfium, then pypdf when pdfium cannot
+    read the file (an encrypted or over-long file is not retried) or when pdfium's text has
+    a line mixing right-to-left and left-to-right letters (``_mixes_directions``). Raises
+    ``ExtractionError`` with ``corrupt`` (no ``%PDF`` header in the first 1024 bytes, or
+    the engine cannot parse it), ``encrypted`` (does not open with the empty password),
+    ``too_large`` (more than ``max_pages`` pages) or ``no_text`` (no page holds text:
+    scans, images, blank pages).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown PDF engine {engine!r}")
@@ -59,8 +68,13 @@ def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = Non
             if e.reason != "corrupt":
                 raise
             pages, bookmarks = _pypdf_pages(data, max_pages)
+        else:
+            if _mixes_directions(pages):
+                # pdfium's text, whatever its word order, beats none.
+                with contextlib.suppress(ExtractionError):
+                    pages, bookmarks = _pypdf_pages(data, max_pages)
     cleaned = [clean_text(page) for page in pages]
-    texts = [text.rstrip() for text, _ in cleaned]
+    texts = [cleanup.clean_up(text, profile=cleanup.PDF).rstrip() for text, _ in cleaned]
     if not any(texts):
         raise ExtractionError(
             "no_text", f"no extractable text on any of {len(texts)} page(s) (scanned or blank?)"
@@ -95,7 +109,8 @@ def _outline(
     entries: list[tuple[int, tuple[str, ...]]] = []
     path: list[str] = []
     for page, level, raw_title in bookmarks:
-        title = " ".join(clean_text(raw_title)[0].split())
+        # Cleaned as page text is, so a title with a ligature is found on its page.
+        title = " ".join(cleanup.clean_up(clean_text(raw_title)[0], profile=cleanup.PDF).split())
         if not title or page is None or not 0 <= page < len(texts):
             continue
         path = [*path[: min(level, len(path))], title]
@@ -105,6 +120,38 @@ def _outline(
         return None
     entries.sort(key=lambda entry: entry[0])  # stable: equal offsets keep outline order
     return tuple(entries)
+
+
+# Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo, Samaritan,
+# Mandaic and their presentation forms; the right-to-left blocks of plane 1): a cheap test
+# before the per-character one.
+_RTL = re.compile(
+    "[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc\U00010800-\U00010fff\U0001e800-\U0001efff]"
+)
+
+
+def _mixes_directions(pages: list[str]) -> bool:
+    """Whether a line of ``pages`` holds both a right-to-left letter (bidi class R or AL)
+    and a left-to-right one (class L).
+
+    On such a line pdfium's text is in visual order: it reads each right-to-left word's
+    letters in logical order but puts the words in their order on the page, left to right,
+    so "see مرحبا بالعالم now" comes out as "see بالعالم مرحبا now", and a right-to-left
+    line with a Latin word in it likewise. pypdf reverses the letters of each right-to-left
+    run within one text-showing operator and keeps the runs in the order the PDF draws them:
+    the reading order where a line's text is drawn a run at a time, as most producers do
+    (glyphs drawn one at a time it reads reversed). Lines of right-to-left letters alone
+    (with digits or punctuation) pdfium reads right, and they do not count."""
+    for page in pages:
+        if not _RTL.search(page):
+            continue
+        for line in page.splitlines():
+            if not _RTL.search(line):
+                continue
+            classes = {unicodedata.bidirectional(c) for c in line}
+            if "L" in classes and ("R" in classes or "AL" in classes):
+                return True
+    return False
 
 
 def _check_pages(count: int, max_pages: int | None) -> None:
