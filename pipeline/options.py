@@ -202,8 +202,9 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         "--pdf-engine",
         default="pypdf",
         choices=PDF_ENGINES,
-        help="PDF text engine: pypdf (default), pdfium (pypdfium2, faster), or auto (pdfium, "
-        "pypdf when pdfium cannot read a file); part of the chunking fingerprint",
+        help="PDF text engine: pypdf (default), pdfium (pypdfium2, faster), or auto (pdfium; "
+        "pypdf when pdfium cannot read a file or its text mixes writing directions on a line); "
+        "part of the chunking fingerprint",
     )
     run.add_argument(
         "--doc-timeout-seconds",
