@@ -1,5 +1,10 @@
 """``chunkmill`` (and ``python -m pipeline``): ``run`` parses, validates, builds, runs and
-summarises; ``report`` summarises a finished run as an HTML page."""
+summarises; ``report`` summarises a finished run as an HTML page.
+
+Beam, pyarrow and the parsers take a second or more to import, so this module imports them
+only inside the commands that need them: ``--help``, ``--version`` and a usage error answer
+at once (tests/unit/test_cli_startup.py keeps it so).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,20 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-
-from pipeline import graph, launch, logs, progress, report, run_report, runs
-from pipeline import plan as run_plan
 from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
-from transforms import io as tio
+from pipeline.usage import did_you_mean
 
 
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline import graph, launch, progress, report
+    from transforms import io as tio
+
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
@@ -53,6 +59,8 @@ def run(argv: Sequence[str]) -> int:
 
 def report_run(argv: Sequence[str]) -> int:
     settings = parse_report(argv)
+    from pipeline import run_report
+
     try:
         stats, page = run_report.write_report(settings.output, settings.run_id)
     except Exception:
@@ -69,22 +77,45 @@ def report_run(argv: Sequence[str]) -> int:
 
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
+    from pipeline import plan as run_plan
+
     print(run_plan.render(run_plan.make_plan(settings), settings))
     return 0
 
 
-COMMANDS = {"run": run, "plan": plan, "report": report_run, "runs": runs.command}
+def runs_command(argv: Sequence[str]) -> int:
+    from pipeline import runs
+
+    return runs.command(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": run,
+    "plan": plan,
+    "report": report_run,
+    "runs": runs_command,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["--version"]:
+            from transforms.versions import chunkmill_version
+
+            print(f"chunkmill {chunkmill_version()}")
+            return 0
         if not argv or argv[0] in ("-h", "--help"):
             build_parser().parse_args(argv or ["--help"])
+        from pipeline import logs
+
         logs.configure(logs.level_from_argv(argv[1:]))
         command = COMMANDS.get(argv[0])
         if command is None:
-            raise UsageError(f"unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)})")
+            raise UsageError(
+                f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)} "
+                f"(commands: {', '.join(COMMANDS)})"
+            )
         return command(argv[1:])
     except UsageError as e:
         print(f"chunkmill: error: {e}", file=sys.stderr)

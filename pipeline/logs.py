@@ -9,7 +9,6 @@ import sys
 from collections.abc import Sequence
 
 from pipeline.options import LOG_LEVELS, _Parser
-from transforms.io import ErrorRatioExceeded
 
 # chunkmill's own loggers are named after its packages (logging.getLogger(__name__)).
 OWN_LOGGERS = ("pipeline", "transforms")
@@ -31,6 +30,9 @@ BEAM_STEP_FAILURES = "apache_beam.runners.common"
 
 class _DropExpectedFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        # Imported here: configuring the logs must not import Beam (transforms.io does).
+        from transforms.io import ErrorRatioExceeded
+
         return not (record.exc_info and isinstance(record.exc_info[1], ErrorRatioExceeded))
 
 

@@ -1,5 +1,10 @@
 """Parsing and validating a run's settings before any graph is built, so every mistake is a
-one-line message naming the flag (``UsageError``), never a traceback from a worker."""
+one-line message naming the flag (``UsageError``), never a traceback from a worker.
+
+Beam, pyarrow and the chunking and extraction modules are imported inside the functions that
+use them, not here: building the parser (``--help``) and refusing a bad flag must not wait
+for them (tests/unit/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -12,18 +17,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipeline.usage import parser_flags, unrecognized
+from transforms.versions import chunkmill_version
 
-from transforms import io as tio
-from transforms import storage
-from transforms.config import ChunkingConfig, strategies
-from transforms.extract import PDF_ENGINES
-from transforms.isolation import Limits
+if TYPE_CHECKING:
+    from transforms.config import ChunkingConfig
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
@@ -39,6 +39,9 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):  # with the nearest flag chunkmill has
+            raise UsageError(unrecognized(message[len(prefix) :].split(), parser_flags(self)))
         raise UsageError(message)
 
 
@@ -59,7 +62,7 @@ class RunSettings:
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
-        from transforms.versions import chunkmill_version
+        from transforms import io as tio
 
         return {
             "run_id": self.run_id,
@@ -83,11 +86,14 @@ class RunSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from transforms.config import strategies
+
     parser = _Parser(
         prog="chunkmill",
         description="Incremental chunking of a document corpus into Parquet tables.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"chunkmill {chunkmill_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
         "run",
@@ -95,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Any option not listed here is passed to Beam (e.g. --runner, "
         "--direct_num_workers, --project, --temp_location).",
         allow_abbrev=False,
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="read flags from a TOML file (keys are flag names: max-tokens = 512, input = "
+        '["docs/**"], Beam flags in a [beam] table); flags given here override it',
     )
     run.add_argument(
         "--input",
@@ -196,6 +208,9 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
     """Extraction engine, isolation budgets and failure limits (transforms/isolation.py)."""
+    from transforms.extract import PDF_ENGINES
+    from transforms.isolation import Limits
+
     defaults = Limits()
     run.add_argument(
         "--pdf-engine",
@@ -331,6 +346,11 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
 def _prepare_filesystems(beam_args: Sequence[str]) -> None:
     """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
     endpoint and keys from them); with a GCS emulator, no credential probing."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms import storage
+
     FileSystems.set_options(PipelineOptions(list(beam_args)))
     storage.use_anonymous_gcs_for_emulator()
 
@@ -338,6 +358,8 @@ def _prepare_filesystems(beam_args: Sequence[str]) -> None:
 def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
     """Every bucket named by an input or the output exists and can be listed: otherwise one
     line naming the bucket and what was denied, before a graph is built."""
+    from transforms import storage
+
     seen: set[str] = set()
     for uri in (*inputs, output):
         if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
@@ -384,16 +406,18 @@ def _absolute(path: str) -> str:
 
 def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
     """The flags no Beam options class knows (Beam itself would only log and drop them)."""
-    captured: list[argparse.ArgumentParser] = []
-    PipelineOptions(list(flags)).get_all_options(add_extra_args_fn=captured.append)
+    from pipeline.usage import beam_parser
+
     try:
-        _, unknown = captured[0].parse_known_args(list(flags))
+        _, unknown = beam_parser().parse_known_args(list(flags))
     except SystemExit:
         raise UsageError(f"invalid Beam option in: {' '.join(flags)}") from None
     return [u for u in unknown if u.startswith("-")]
 
 
 def _has_match(pattern: str) -> bool:
+    from apache_beam.io.filesystems import FileSystems
+
     try:
         result = FileSystems.match([pattern], limits=[1])[0]
     except Exception:
@@ -403,6 +427,10 @@ def _has_match(pattern: str) -> bool:
 
 def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]:
     """(mode, manifest glob or None, prior run id or None)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms import io as tio
+
     if mode == "none":
         return "none", None, None
     if mode == "auto":
@@ -439,6 +467,12 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None]
 def _check_manifest_version(glob: str) -> None:
     """A prior manifest must have been written with this schema version: reading another
     would fail on a worker, or worse, diff against columns that mean something else."""
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms import io as tio
+
     path = FileSystems.match([glob], limits=[1])[0].metadata_list[0].path
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -487,6 +521,10 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
     be reported."""
     args = build_parser().parse_args(["report", *argv])
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms import io as tio
+
     _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
     latest = FileSystems.join(output, tio.LATEST)
@@ -520,10 +558,24 @@ def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSet
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
     """Parse ``chunkmill run`` arguments (without the ``run`` word) and validate them."""
-    args, beam_args = build_parser().parse_known_args(["run", *argv])
+    from pipeline import config_file, usage
+
+    parser = build_parser()
+    argv = config_file.apply(parser, argv)
+    args, beam_args = parser.parse_known_args(["run", *argv])
+    # Only now Beam and the rest: a mistake chunkmill's own parser finds is told without them.
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline import runners
+    from transforms import io as tio
+    from transforms import storage
+    from transforms.config import ChunkingConfig
+    from transforms.isolation import Limits
+
     unknown = unknown_beam_flags(beam_args)
     if unknown:
-        raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+        raise UsageError(unrecognized(unknown, usage.run_and_beam_flags(parser)))
+    runners.check(beam_args)
 
     try:
         config = ChunkingConfig.create(
