@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
 
-from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
+from pipeline.options import (
+    SAMPLE_CORPUS,
+    UsageError,
+    build_parser,
+    parse_plan,
+    parse_report,
+    parse_run,
+)
 from pipeline.usage import did_you_mean
 
 
@@ -54,7 +62,35 @@ def run(argv: Sequence[str]) -> int:
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     run_report = json.loads(tio.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
+    if settings.inputs == (str(SAMPLE_CORPUS / "**"),):  # the demo: show where to go next
+        print(next_steps(settings.output, settings.run_id))
     return 0
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word, in double quotes when that needs no escaping (easier to
+    read than shlex's quoting of the single quotes inside)."""
+    return f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
+
+
+def next_steps(output: str, run_id: str) -> str:
+    """Where a run's tables are and what to type next: printed after a run on the bundled
+    sample corpus (``make demo``), a newcomer's first run."""
+    chunks = f"{output}/runs/{run_id}/chunks"
+    columns = ["source_uri", "token_count", "text"]
+    read = f"import pyarrow.parquet as pq; print(pq.read_table({chunks!r}, columns={columns!r}))"
+    sql = f"SELECT source_uri, token_count, text FROM '{chunks}/*.parquet' LIMIT 5"
+    out = shlex.quote(output)
+    return "\n".join(
+        [
+            f"tables     {output}/runs/{run_id}/: chunks/ (what to embed), manifest/, "
+            "removed/, errors/ (Parquet)",
+            f"read them  python -c {_shell_word(read)}",
+            f"           duckdb -c {_shell_word(sql)}",
+            f"next       chunkmill report --output {out}   # this run as an HTML page",
+            f"           chunkmill run --output {out}   # again: nothing changed, nothing to embed",
+        ]
+    )
 
 
 def report_run(argv: Sequence[str]) -> int:
