@@ -23,7 +23,7 @@ from pipeline.options import (
     parse_report,
     parse_run,
 )
-from pipeline.usage import did_you_mean
+from pipeline.usage import COMMAND_CUTOFF, did_you_mean
 
 
 def run(argv: Sequence[str]) -> int:
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = COMMANDS.get(argv[0])
         if command is None:
             raise UsageError(
-                f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)} "
+                f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
                 f"(commands: {', '.join(COMMANDS)})"
             )
         return command(argv[1:])

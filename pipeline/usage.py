@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 # that `--max-token` finds `--max-tokens` and `--runnr` finds `--runner`, far enough that a
 # flag no one has finds nothing among Beam's hundreds.
 CUTOFF = 0.8
+# Among the few commands, a looser match (`rnu` finds `run`).
+COMMAND_CUTOFF = 0.6
 
 
 def _key(flag: str) -> str:
@@ -21,19 +23,19 @@ def _key(flag: str) -> str:
     return flag.split("=", 1)[0].lstrip("-").lower().replace("_", "-")
 
 
-def nearest(word: str, candidates: Iterable[str]) -> str | None:
+def nearest(word: str, candidates: Iterable[str], cutoff: float = CUTOFF) -> str | None:
     """The candidate most like ``word`` (ignoring dashes, underscores and case), if any is
     alike enough."""
     by_key: dict[str, str] = {}
     for candidate in candidates:
         by_key.setdefault(_key(candidate), candidate)
-    match = difflib.get_close_matches(_key(word), list(by_key), n=1, cutoff=CUTOFF)
+    match = difflib.get_close_matches(_key(word), list(by_key), n=1, cutoff=cutoff)
     return by_key[match[0]] if match else None
 
 
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+def did_you_mean(word: str, candidates: Iterable[str], cutoff: float = CUTOFF) -> str:
     """``"; did you mean X?"`` for the nearest candidate, else ``""``."""
-    match = nearest(word, candidates)
+    match = nearest(word, candidates, cutoff)
     return f"; did you mean {match}?" if match else ""
 
 
