@@ -115,7 +115,9 @@ def _tokens(flag: str, value: Any, action: argparse.Action, where: str) -> list[
         if not isinstance(value, bool):
             raise UsageError(where + f"{flag[2:]} takes true or false, got {value!r}")
         return [flag] if value else []
-    if isinstance(value, list) and not isinstance(action, argparse._AppendAction):
+    # A plain store keeps its last value only; append-like actions (argparse's append,
+    # Beam's comma-separated lists) gather every one.
+    if isinstance(value, list) and isinstance(action, argparse._StoreAction):
         raise UsageError(where + f"{flag[2:]} takes one value, got a list")
     out = []
     for v in value if isinstance(value, list) else [value]:
