@@ -16,16 +16,16 @@ import pytest
 ROOT = Path(__file__).parents[2]
 HEAVY = ("apache_beam", "pyarrow")
 # Runs the CLI as the console script does, then prints which heavy modules it imported.
-PROBE = """
+PROBE = f"""
 import json, sys
 from pipeline.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as e:
     code = e.code
-print(json.dumps({"code": code, "imported": [m for m in %r if m in sys.modules]}),
-      file=sys.stderr)
-""" % (HEAVY,)
+imported = [m for m in {HEAVY!r} if m in sys.modules]
+print(json.dumps({{"code": code, "imported": imported}}), file=sys.stderr)
+"""
 
 
 def probe(*argv: str) -> tuple[int, list[str], str, list[str]]:
