@@ -104,8 +104,11 @@ def engine(runner: str) -> str:
         )
     try:
         cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"argument --runner: cannot load {runner}: {e}") from None
+    except Exception as e:  # a user's module may fail in any way: still one line
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise UsageError(
+            f"argument --runner: cannot load {runner}: {type(e).__name__}: {first}"
+        ) from None
     if not (isinstance(cls, type) and issubclass(cls, PipelineRunner)):
         raise UsageError(f"argument --runner: {runner} is not a Beam PipelineRunner")
     beam_class = next(c for c in cls.__mro__ if c.__module__.startswith("apache_beam."))
