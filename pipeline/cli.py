@@ -1,27 +1,41 @@
 """``chunkmill`` (and ``python -m pipeline``): ``run`` parses, validates, builds, runs and
-summarises; ``report`` summarises a finished run as an HTML page."""
+summarises; ``report`` summarises a finished run as an HTML page.
+
+Beam, pyarrow and the parsers take a second or more to import, so this module imports them
+only inside the commands that need them: ``--help``, ``--version`` and a usage error answer
+at once (tests/unit/test_cli_startup.py keeps it so).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-
-from pipeline import graph, launch, logs, progress, report, run_report, runs
-from pipeline import plan as run_plan
-from pipeline.options import UsageError, build_parser, parse_plan, parse_report, parse_run
-from transforms import io as tio
-from transforms import runstate
+from pipeline.options import (
+    SAMPLE_CORPUS,
+    UsageError,
+    build_parser,
+    parse_plan,
+    parse_report,
+    parse_run,
+)
+from pipeline.usage import COMMAND_CUTOFF, did_you_mean
 from transforms.refusal import refusal_line
 
 
 def run(argv: Sequence[str]) -> int:
     settings = parse_run(argv)
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline import graph, launch, progress, report
+    from transforms import io as tio
+    from transforms import runstate
+
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
@@ -55,11 +69,41 @@ def run(argv: Sequence[str]) -> int:
     success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
     run_report = json.loads(tio.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
+    if settings.inputs == (str(SAMPLE_CORPUS / "**"),):  # the demo: show where to go next
+        print(next_steps(settings.output, settings.run_id))
     return 0
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word, in double quotes when that needs no escaping (easier to
+    read than shlex's quoting of the single quotes inside)."""
+    return f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
+
+
+def next_steps(output: str, run_id: str) -> str:
+    """Where a run's tables are and what to type next: printed after a run on the bundled
+    sample corpus (``make demo``), a newcomer's first run."""
+    chunks = f"{output}/runs/{run_id}/chunks"
+    columns = ["source_uri", "token_count", "text"]
+    read = f"import pyarrow.parquet as pq; print(pq.read_table({chunks!r}, columns={columns!r}))"
+    sql = f"SELECT source_uri, token_count, text FROM '{chunks}/*.parquet' LIMIT 5"
+    out = shlex.quote(output)
+    return "\n".join(
+        [
+            f"tables     {output}/runs/{run_id}/: chunks/ (what to embed), manifest/, "
+            "removed/, errors/ (Parquet)",
+            f"read them  python -c {_shell_word(read)}",
+            f"           duckdb -c {_shell_word(sql)}",
+            f"next       chunkmill report --output {out}   # this run as an HTML page",
+            f"           chunkmill run --output {out}   # again: nothing changed, nothing to embed",
+        ]
+    )
 
 
 def report_run(argv: Sequence[str]) -> int:
     settings = parse_report(argv)
+    from pipeline import run_report
+
     try:
         stats, page = run_report.write_report(settings.output, settings.run_id)
     except Exception:
@@ -76,6 +120,9 @@ def report_run(argv: Sequence[str]) -> int:
 
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
+    from pipeline import plan as run_plan
+    from transforms import io as tio
+
     try:
         planned = run_plan.make_plan(settings)
     except tio.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
@@ -87,18 +134,39 @@ def plan(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "plan": plan, "report": report_run, "runs": runs.command}
+def runs_command(argv: Sequence[str]) -> int:
+    from pipeline import runs
+
+    return runs.command(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": run,
+    "plan": plan,
+    "report": report_run,
+    "runs": runs_command,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["--version"]:
+            from transforms.versions import chunkmill_version
+
+            print(f"chunkmill {chunkmill_version()}")
+            return 0
         if not argv or argv[0] in ("-h", "--help"):
             build_parser().parse_args(argv or ["--help"])
+        from pipeline import logs
+
         logs.configure(logs.level_from_argv(argv[1:]))
         command = COMMANDS.get(argv[0])
         if command is None:
-            raise UsageError(f"unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)})")
+            raise UsageError(
+                f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
+                f"(commands: {', '.join(COMMANDS)})"
+            )
         return command(argv[1:])
     except UsageError as e:
         print(f"chunkmill: error: {e}", file=sys.stderr)

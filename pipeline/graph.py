@@ -5,17 +5,17 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.options import DEFAULT_RUNNER, RunSettings
+from pipeline import runners
+from pipeline.options import RunSettings
 from transforms import io as tio
 from transforms.core import ChunkCorpus
 from transforms.storage import ObjectReader
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
-    options = PipelineOptions(list(settings.beam_args))
-    if not any(a == "--runner" or a.startswith("--runner=") for a in settings.beam_args):
-        options = PipelineOptions(["--runner", DEFAULT_RUNNER, *settings.beam_args])
-    return options
+    """Beam's options for the run: its Beam flags, with a local run (no ``--runner``,
+    ``DirectRunner`` or ``FnApiRunner``) on the in-process engine (pipeline/runners.py)."""
+    return PipelineOptions(runners.local_engine(settings.beam_args))
 
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:

@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
-from pipeline import graph
+from pipeline import graph, runners
 from pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
 from transforms import io as tio
 from transforms import runstate, storage
@@ -53,7 +53,10 @@ SECRET_BEAM_FLAGS = ("--s3_secret_access_key", "--s3_session_token")
 
 
 def runner_name(options: PipelineOptions) -> str:
+    """The runner's class name, as given (``DirectRunner`` for the in-process engine)."""
     runner = options.view_as(StandardOptions).runner or DEFAULT_RUNNER
+    if runner == runners.IN_PROCESS_RUNNER:
+        return DEFAULT_RUNNER
     name = runner if isinstance(runner, str) else type(runner).__name__
     return name.rsplit(".", 1)[-1]
 

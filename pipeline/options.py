@@ -1,5 +1,10 @@
 """Parsing and validating a run's settings before any graph is built, so every mistake is a
-one-line message naming the flag (``UsageError``), never a traceback from a worker."""
+one-line message naming the flag (``UsageError``), never a traceback from a worker.
+
+Beam, pyarrow and the chunking and extraction modules are imported inside the functions that
+use them, not here: building the parser (``--help``) and refusing a bad flag must not wait
+for them (tests/unit/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -11,17 +16,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipeline.usage import parser_flags, unrecognized
+from transforms.versions import chunkmill_version
 
-from pipeline import preflight
-from transforms import io as tio
-from transforms import runstate, storage
-from transforms.config import ChunkingConfig, strategies
-from transforms.extract import PDF_ENGINES
-from transforms.isolation import Limits
+if TYPE_CHECKING:
+    from transforms.config import ChunkingConfig
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
@@ -35,6 +36,9 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):  # with the nearest flag chunkmill has
+            raise UsageError(unrecognized(message[len(prefix) :].split(), parser_flags(self)))
         raise UsageError(message)
 
 
@@ -59,7 +63,7 @@ class RunSettings:
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
-        from transforms.versions import chunkmill_version
+        from transforms import io as tio
 
         return {
             "run_id": self.run_id,
@@ -84,11 +88,14 @@ class RunSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from transforms.config import strategies
+
     parser = _Parser(
         prog="chunkmill",
         description="Incremental chunking of a document corpus into Parquet tables.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"chunkmill {chunkmill_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
         "run",
@@ -96,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Any option not listed here is passed to Beam (e.g. --runner, "
         "--direct_num_workers, --project, --temp_location).",
         allow_abbrev=False,
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="read flags from a TOML file (keys are flag names: max-tokens = 512, input = "
+        '["docs/**"], Beam flags in a [beam] table); flags given here override it',
     )
     run.add_argument(
         "--input",
@@ -197,6 +210,9 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
     """Extraction engine, isolation budgets and failure limits (transforms/isolation.py)."""
+    from transforms.extract import PDF_ENGINES
+    from transforms.isolation import Limits
+
     defaults = Limits()
     run.add_argument(
         "--pdf-engine",
@@ -349,6 +365,11 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
 def _prepare_filesystems(beam_args: Sequence[str]) -> None:
     """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
     endpoint and keys from them); with a GCS emulator, no credential probing."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms import storage
+
     FileSystems.set_options(PipelineOptions(list(beam_args)))
     storage.use_anonymous_gcs_for_emulator()
 
@@ -356,6 +377,8 @@ def _prepare_filesystems(beam_args: Sequence[str]) -> None:
 def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
     """Every bucket named by an input or the output exists and can be listed: otherwise one
     line naming the bucket and what was denied, before a graph is built."""
+    from transforms import storage
+
     seen: set[str] = set()
     for uri in (*inputs, output):
         if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
@@ -408,10 +431,10 @@ def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
 def _not_parsed_by_beam(flags: Sequence[str]) -> list[str]:
     """What Beam's own option parser leaves over: unknown flags, and arguments that are not
     the value of a flag (``--runner X`` takes ``X``; a bare ``docs/b.md`` is left over)."""
-    captured: list[argparse.ArgumentParser] = []
-    PipelineOptions(list(flags)).get_all_options(add_extra_args_fn=captured.append)
+    from pipeline.usage import beam_parser
+
     try:
-        _, unknown = captured[0].parse_known_args(list(flags))
+        _, unknown = beam_parser().parse_known_args(list(flags))
     except SystemExit:
         raise UsageError(f"invalid Beam option in: {' '.join(flags)}") from None
     return list(unknown)
@@ -443,6 +466,8 @@ def _glob_hint(paths: Sequence[str]) -> str:
 
 
 def _has_match(pattern: str) -> bool:
+    from apache_beam.io.filesystems import FileSystems
+
     try:
         result = FileSystems.match([pattern], limits=[1])[0]
     except Exception:
@@ -453,6 +478,12 @@ def _has_match(pattern: str) -> bool:
 def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
     """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
     None, its files). The files are proven before they are used (``pipeline.preflight``)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline import preflight
+    from transforms import io as tio
+    from transforms import runstate
+
     if mode == "none":
         return "none", None, None, ()
     if mode == "auto":
@@ -504,6 +535,11 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
     be reported."""
     args = build_parser().parse_args(["report", *argv])
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms import io as tio
+    from transforms import runstate
+
     _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
     run_id = args.run
@@ -547,11 +583,25 @@ def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSet
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
     """Parse ``chunkmill run`` arguments (without the ``run`` word) and validate them."""
-    args, beam_args = build_parser().parse_known_args(["run", *argv])
+    from pipeline import config_file, usage
+
+    parser = build_parser()
+    argv = config_file.apply(parser, argv)
+    args, beam_args = parser.parse_known_args(["run", *argv])
+    # Only now Beam and the rest: a mistake chunkmill's own parser finds is told without them.
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline import runners
+    from transforms import io as tio
+    from transforms import runstate, storage
+    from transforms.config import ChunkingConfig
+    from transforms.isolation import Limits
+
     unknown = unknown_beam_flags(beam_args)
     if unknown:
-        raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+        raise UsageError(unrecognized(unknown, usage.run_and_beam_flags(parser)))
     _refuse_stray_arguments(beam_args, args.input or [])
+    runners.check(beam_args)
 
     try:
         config = ChunkingConfig.create(

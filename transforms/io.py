@@ -195,8 +195,6 @@ def check_removed_ratio(counts: dict[str, Any], max_ratio: float | None) -> None
     )
 
 
-
-
 def table_files(base: str, written: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     """Every table's files among ``written`` (paths under the run folder ``base``), sorted,
     each with its row count (from its Parquet footer) and its size in bytes: what

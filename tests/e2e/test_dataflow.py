@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.dataflow.internal import apiclient
-from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
+from apache_beam.runners.runner import PipelineResult, PipelineState
 from google.protobuf.json_format import MessageToDict
 
 from pipeline import graph, launch
@@ -123,9 +124,9 @@ def test_cli_dry_run_builds_and_returns_writing_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-class SubmitOnlyRunner(PipelineRunner):
-    """A remote runner stand-in: accepts the job and reports it running; waiting on it
-    fails the test."""
+class SubmitOnlyRunner(DataflowRunner):
+    """A Dataflow stand-in (chunkmill runs only on the runners it supports): accepts the job
+    and reports it running; waiting on it fails the test."""
 
     def run_pipeline(self, pipeline, options):
         return _Running()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def test_demo_runs_twice_on_the_sample_corpus(tmp_path):
     report = json.loads((tmp_path / "out" / "runs" / "demo1" / "_SUCCESS").read_text())
     assert report["counts"]["docs_processed"] == listed - 1
     assert report["counts"]["chunks_to_embed"] > listed  # some documents make several chunks
+    assert_ends_with_next_steps(first.stdout, tmp_path, report["counts"]["chunks_to_embed"])
 
     second = chunkmill("run", "--run-id", "demo2", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
@@ -38,6 +40,26 @@ def test_demo_runs_twice_on_the_sample_corpus(tmp_path):
     assert f"listed {listed}  read 1  processed 0" in second.stdout  # only the broken PDF
     assert "new to embed 0" in second.stdout
     assert (tmp_path / "out" / "LATEST").read_text().strip() == "demo2"
+
+
+def assert_ends_with_next_steps(stdout: str, cwd: Path, chunks: int) -> None:
+    """A run on the sample corpus ends with where its tables are and commands that work."""
+    out = cwd / "out"
+    tail = stdout.splitlines()[-5:]
+    assert tail[0].startswith(f"tables     {out}/runs/demo1/: chunks/")
+    assert tail[3] == f"next       chunkmill report --output {out}   # this run as an HTML page"
+    assert tail[4].startswith(f"           chunkmill run --output {out}   # again")
+    # The read command, as printed, reads the chunks table.
+    read = shlex.split(tail[1].removeprefix("read them  "))
+    assert read[:2] == ["python", "-c"]
+    shown = subprocess.run([sys.executable, *read[1:]], capture_output=True, text=True, cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    assert "source_uri: string" in shown.stdout and "token_count" in shown.stdout
+    assert f"'{out}/runs/demo1/chunks/*.parquet'" in tail[2]  # the DuckDB query's table
+    reported = chunkmill(
+        *shlex.split(tail[3].split("#")[0].removeprefix("next       "))[1:], cwd=cwd
+    )
+    assert reported.returncode == 0 and f"new to embed {chunks}" in reported.stdout
 
 
 def test_python_dash_m_pipeline_is_the_same_cli(tmp_path):

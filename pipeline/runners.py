@@ -1,0 +1,142 @@
+"""Which Beam runners chunkmill runs on, and the engine of a local run.
+
+chunkmill's output is only as right as the runner under it: Beam's DaskRunner, for one,
+drops tagged outputs and what ``finish_bundle`` emits, so a run on it "succeeds" and writes
+nothing. A run is therefore allowed only on the runners chunkmill is tested or deployed on
+(``SUPPORTED``); any other is a usage error before a graph is built.
+
+The local engine is Beam's FnApiRunner in this process, whatever the machine can download:
+Beam's own ``DirectRunner`` switches to the Prism runner wherever it can fetch Prism's binary,
+so the same command would run on different engines online and offline. Here ``DirectRunner``
+(the default) and ``FnApiRunner`` both mean ``InProcessRunner``; Prism runs only when asked
+for by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineRunner
+
+from pipeline.options import UsageError
+from pipeline.usage import beam_parser, nearest
+
+# The runners chunkmill runs on, by the name of Beam's class, and where each is exercised.
+SUPPORTED = {
+    "DirectRunner": "the default: Beam's FnApiRunner in this process (every e2e test)",
+    "DataflowRunner": "deploy/dataflow (tests/e2e/test_dataflow.py builds its job)",
+    "FlinkRunner": "deploy/flink, through Beam's portable job server",
+    "PortableRunner": "any portable job server (tests/e2e/test_portable.py)",
+    "PrismRunner": "Beam's Prism, a portable runner, only when asked for by name",
+    "FnApiRunner": "the same engine as DirectRunner, by its own name",
+}
+# Why a runner Beam offers is refused, where it is known.
+REFUSED = {
+    "DaskRunner": "it drops tagged outputs",
+    "BundleBasedDirectRunner": "it is Beam's legacy local runner; use DirectRunner",
+    "InteractiveRunner": "it is for notebooks; use DirectRunner",
+    "SparkRunner": "it is not tested with chunkmill; PortableRunner with a Spark job "
+    "server's --job_endpoint runs the same portable path",
+}
+# Names Beam gives its classes that chunkmill knows by another name (DirectRunner is an
+# alias of SwitchingDirectRunner).
+_ALIASES = {"SwitchingDirectRunner": "DirectRunner"}
+# The names that mean the local engine.
+LOCAL_ENGINE_NAMES = frozenset({"DirectRunner", "FnApiRunner"})
+
+
+class InProcessRunner(PipelineRunner):
+    """The local engine: Beam's FnApiRunner in this process, set up as Beam's DirectRunner
+    sets it up for a batch pipeline (the pipeline options are handed to the SDK workers of
+    ``--direct_running_mode=multi_processing``, so they see ``--s3_*`` and the like)."""
+
+    def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
+        from apache_beam.portability.api import beam_provision_api_pb2
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+        from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+        provision = fn_runner.ExtendedProvisionInfo(
+            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
+        )
+        return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
+
+
+IN_PROCESS_RUNNER = f"{InProcessRunner.__module__}.{InProcessRunner.__qualname__}"
+
+
+def requested(beam_args: Sequence[str]) -> str | None:
+    """The value of ``--runner`` among Beam's flags (the last one, as Beam reads it)."""
+    runner = beam_parser().parse_known_args(list(beam_args))[0].runner
+    return runner if isinstance(runner, str) else None
+
+
+def _beam_paths() -> dict[str, str]:
+    # How Beam itself resolves a short name (apache_beam.runners.runner.create_runner):
+    # case-insensitive, "Runner" optional.
+    return {p.rsplit(".", 1)[-1].lower(): p for p in StandardOptions.ALL_KNOWN_RUNNERS}
+
+
+def engine(runner: str) -> str:
+    """The Beam runner class ``runner`` names, by the name chunkmill knows it by: a short
+    name as Beam resolves it, or a dotted path to a class, which counts as the first of Beam's
+    own classes it derives from. Raises ``UsageError`` when it names no runner."""
+    if runner == IN_PROCESS_RUNNER:
+        return "DirectRunner"
+    paths = _beam_paths()
+    path = runner
+    if "." not in runner:
+        path = paths.get(runner.lower()) or paths.get(runner.lower() + "runner") or ""
+    module, _, name = (path or runner).rpartition(".")
+    refused = {n.lower(): n for n in REFUSED}
+    refused_name = refused.get(name.lower()) or refused.get(name.lower() + "runner")
+    if refused_name and (not module or module.startswith("apache_beam.")):
+        return refused_name  # named, never imported (Dask may not even be installed)
+    if not path:
+        short = {n.lower().removesuffix("runner"): n for n in SUPPORTED}
+        hint = nearest(runner.lower().removesuffix("runner"), short)
+        raise UsageError(
+            f"argument --runner: unknown runner {runner!r}"
+            + (f"; did you mean {short[hint]}?" if hint else f"; use {', '.join(SUPPORTED)}")
+        )
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except Exception as e:  # a user's module may fail in any way: still one line
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise UsageError(
+            f"argument --runner: cannot load {runner}: {type(e).__name__}: {first}"
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, PipelineRunner)):
+        raise UsageError(f"argument --runner: {runner} is not a Beam PipelineRunner")
+    beam_class = next(c for c in cls.__mro__ if c.__module__.startswith("apache_beam."))
+    return _ALIASES.get(beam_class.__name__, beam_class.__name__)
+
+
+def check(beam_args: Sequence[str]) -> None:
+    """Raises ``UsageError`` (one line, naming the supported runners) unless the run's
+    ``--runner`` is one chunkmill runs on."""
+    runner = requested(beam_args)
+    if runner is None:
+        return
+    name = engine(runner)
+    if name in SUPPORTED:
+        return
+    why = REFUSED.get(name, "chunkmill is not tested on it")
+    raise UsageError(
+        f"argument --runner: {name} is not supported ({why}); use {', '.join(SUPPORTED)}"
+    )
+
+
+def local_engine(beam_args: Sequence[str]) -> list[str]:
+    """Beam's flags with ``--runner`` pointing at ``InProcessRunner`` when the run is local
+    (no ``--runner``, ``DirectRunner`` or ``FnApiRunner``); otherwise unchanged."""
+    runner = requested(beam_args)
+    # A class of one's own stays itself, even one derived from Beam's local runners.
+    own_class = runner is not None and "." in runner and not runner.startswith("apache_beam.")
+    if runner is not None and (own_class or engine(runner) not in LOCAL_ENGINE_NAMES):
+        return list(beam_args)
+    # A later --runner wins in Beam's parser, so appending is enough.
+    return [*beam_args, f"--runner={IN_PROCESS_RUNNER}"]

@@ -1,0 +1,131 @@
+"""Runs go only to runners chunkmill works on, and a local run uses the same engine whether
+or not Prism could be downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
+from apache_beam.runners.portability import prism_runner
+
+from pipeline import graph, launch, runners
+from pipeline.cli import main
+from pipeline.options import UsageError, parse_run
+
+SUPPORTED_LIST = "use DirectRunner, DataflowRunner, FlinkRunner, PortableRunner, PrismRunner"
+
+
+class NightlyDataflowRunner(DataflowRunner):
+    """A user's own runner class built on a supported one."""
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nhello\n")
+    return tmp_path / "docs"
+
+
+@pytest.mark.parametrize(
+    ("runner", "why"),
+    [
+        ("DaskRunner", "it drops tagged outputs"),
+        ("dask", "it drops tagged outputs"),
+        # By its path, without importing it (dask itself need not be installed).
+        ("apache_beam.runners.dask.dask_runner.DaskRunner", "it drops tagged outputs"),
+        ("SparkRunner", "not tested"),
+        ("BundleBasedDirectRunner", "legacy"),
+        ("apache_beam.runners.test.TestDirectRunner", "not tested"),
+        ("apache_beam.runners.runner.PipelineRunner", "not tested"),
+    ],
+)
+def test_a_runner_chunkmill_does_not_work_on_is_refused(runner, why, docs, tmp_path, capsys):
+    out = tmp_path / "out"
+    for sep in (["--runner", runner], [f"--runner={runner}"]):
+        assert main(["run", "--input", f"{docs}/*", "--output", str(out), *sep]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("chunkmill: error: argument --runner: ")
+        assert "is not supported" in err and why in err and SUPPORTED_LIST in err, err
+    assert not out.exists()
+
+
+def test_plan_refuses_it_too(docs, capsys):
+    assert main(["plan", "--input", f"{docs}/*", "--runner", "DaskRunner"]) == 2
+    assert "DaskRunner is not supported" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("runner", "message"),
+    [
+        ("Drect", "unknown runner 'Drect'; did you mean DirectRunner?"),
+        ("Nonesuch", f"unknown runner 'Nonesuch'; {SUPPORTED_LIST}"),
+        ("no.such.module.Runner", "cannot load no.such.module.Runner"),
+        ("pipeline.options.RunSettings", "is not a Beam PipelineRunner"),
+    ],
+)
+def test_a_runner_that_names_nothing_is_one_line(runner, message, docs):
+    with pytest.raises(UsageError, match="argument --runner: ") as e:
+        parse_run(["--input", f"{docs}/*", f"--runner={runner}"])
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("runner", "engine"),
+    [
+        ("DirectRunner", "DirectRunner"),
+        ("direct", "DirectRunner"),
+        ("apache_beam.runners.direct.direct_runner.DirectRunner", "DirectRunner"),
+        ("FnApiRunner", "FnApiRunner"),
+        ("PrismRunner", "PrismRunner"),
+        ("PortableRunner", "PortableRunner"),
+        ("FlinkRunner", "FlinkRunner"),
+        ("DataflowRunner", "DataflowRunner"),
+        ("dataflow", "DataflowRunner"),
+        (f"{__name__}.NightlyDataflowRunner", "DataflowRunner"),
+    ],
+)
+def test_supported_runners_pass(runner, engine):
+    assert runners.engine(runner) == engine
+    runners.check([f"--runner={runner}"])
+
+
+@pytest.mark.parametrize(
+    ("beam_args", "runner"),
+    [
+        ([], runners.IN_PROCESS_RUNNER),
+        (["--runner=DirectRunner"], runners.IN_PROCESS_RUNNER),
+        (["--runner", "FnApiRunner"], runners.IN_PROCESS_RUNNER),
+        (
+            ["--runner=apache_beam.runners.direct.direct_runner.DirectRunner"],
+            runners.IN_PROCESS_RUNNER,
+        ),
+        (["--runner=PrismRunner"], "PrismRunner"),
+        (["--runner=DataflowRunner", "--dry_run=True"], "DataflowRunner"),
+    ],
+)
+def test_local_runs_use_the_in_process_engine_and_prism_only_by_name(beam_args, runner, docs):
+    settings = parse_run(["--input", f"{docs}/*", *beam_args])
+    options = graph.pipeline_options(settings)
+    assert options.get_all_options()["runner"] == runner
+    if runner == runners.IN_PROCESS_RUNNER:
+        assert launch.runner_name(options) == "DirectRunner"
+        assert launch.waits_for_job(options)
+
+
+def test_the_default_engine_never_tries_prism(docs, monkeypatch):
+    """Where Prism can be downloaded, Beam's DirectRunner runs the pipeline there instead of
+    in-process. Stand in for an online machine: any attempt to start Prism is recorded (and
+    fails, so that Beam would fall back and the run still finish)."""
+    attempts = []
+
+    def prism_is_reachable(self, pipeline, options):
+        attempts.append(pipeline)
+        raise RuntimeError("stand-in: Prism would have run this pipeline")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", prism_is_reachable)
+    settings = parse_run(["--input", f"{docs}/*"])
+    with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
+        _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
+    assert attempts == []
