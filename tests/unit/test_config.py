@@ -27,16 +27,16 @@ def test_explicit_strategy_applies_to_every_format():
 
 
 @pytest.mark.parametrize(
-    ("strategy", "params", "flag"),
+    ("strategy", "params", "name"),
     [
-        ("paragraph", {"chunk_size": 10}, "--chunk-size"),
-        ("sentence", {"max_tokens": 10}, "--max-tokens"),
-        ("section", {"overlap_tokens": 10}, "--overlap-tokens"),
-        ("auto", {"nonsense": 1}, "--nonsense"),
+        ("paragraph", {"chunk_size": 10}, "chunk_size"),
+        ("sentence", {"max_tokens": 10}, "max_tokens"),
+        ("section", {"overlap_tokens": 10}, "overlap_tokens"),
+        ("auto", {"nonsense": 1}, "nonsense"),
     ],
 )
-def test_a_parameter_the_strategy_does_not_take_is_refused(strategy, params, flag):
-    with pytest.raises(ValueError, match=flag):
+def test_a_parameter_the_strategy_does_not_take_is_refused(strategy, params, name):
+    with pytest.raises(ValueError, match=f"^{name} does not apply"):
         ChunkingConfig.create(strategy, **params)
 
 
@@ -77,7 +77,7 @@ def test_context_window_defaults():
         ({"strategy": "nope"}, "unknown chunking strategy"),
         ({"tokenizer": "nope"}, "nope"),
         ({"tokenizer": "/nonexistent/tokenizer.json"}, "tokenizer"),
-        ({"context_prev_chars": -1}, "negative"),
+        ({"context_prev_chars": -1}, "context_prev_chars must be at least 0"),
     ],
 )
 def test_start_up_errors(kwargs, match):

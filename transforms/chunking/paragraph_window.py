@@ -8,7 +8,7 @@ paragraphs; the pipeline builds each chunk's context window from the chunk texts
 
 from __future__ import annotations
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register
+from transforms.chunking.base import Span, TokenCounter, chars4, check_int, register
 
 # Reused so that "paragraph" means exactly the same thing in both strategies.
 from transforms.chunking.paragraph import _paragraphs, _pieces
@@ -51,11 +51,7 @@ class ParagraphWindowChunker:
     name = "paragraph-window"
 
     def __init__(self, *, max_chars: int = 8000, token_counter: TokenCounter = chars4) -> None:
-        # bool is an int subclass; a True from a sloppy config must not mean 1.
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool):
-            raise ValueError(f"max_chars must be an int, got {max_chars!r}")
-        if max_chars < 1:
-            raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+        check_int("max_chars", max_chars, 1)
         self.max_chars = max_chars
         self.token_counter = token_counter
 
