@@ -12,11 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from transforms import document, ids
 from transforms.chunking import Span, chars4, make_chunker
+from transforms.chunking.context import context_windows
 from transforms.chunking.fitting import FittedChunker
 from transforms.chunking.tokens import load_token_counter
 from transforms.config import Chunking, ChunkingConfig
 from transforms.extract import extract
+from transforms.types import WorkItem
 
 from .chunker_contract import SAMPLE_CORPUS, assert_deterministic, check_span_contract, texts
 
@@ -343,3 +346,44 @@ def test_a_token_sized_strategy_is_never_cut():
     assert chunker.split(text) == make_chunker("paragraph", max_tokens=50, overlap_tokens=0).split(
         text
     )
+
+
+# --- what is embedded -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
+@pytest.mark.parametrize(
+    ("strategy", "extra"),
+    [
+        ("paragraph-window", {}),
+        ("section", {"context_prev_chars": 600, "context_next_chars": 400}),
+        ("recursive", {"context_prev_chars": 2000, "context_next_chars": 0}),
+    ],
+)
+def test_no_embedded_text_exceeds_the_limit(strategy, extra, counter):
+    """Rows as the pipeline writes them: the embedded text (with its context) within the
+    chunker's max_embed_tokens, counted exactly, and hashed as embedded."""
+    count = COUNTERS[counter]
+    chunking = Chunking(ChunkingConfig.create(strategy, tokenizer=counter, **extra))
+    trimmed = 0
+    for path in sorted(SAMPLE_CORPUS.rglob("*.md"))[:8] + sorted(SAMPLE_CORPUS.rglob("*.txt")):
+        data = path.read_bytes()
+        item = WorkItem(ids.doc_id(str(path)), str(path), len(data))
+        outcome = document.process_document(item, data, chunking)
+        limit = chunking.chunker_for(
+            outcome.occurrences[0]["doc_format"], str(path)
+        ).max_embed_tokens
+        for row in outcome.occurrences:
+            embedded = row["text_with_context"]
+            assert row["text"] in embedded
+            assert row["token_count"] == count(embedded) <= limit
+            assert row["chunk_hash"] == ids.chunk_hash(embedded)
+        windows = context_windows(
+            [r["text"] for r in outcome.occurrences], *chunking.config.context()
+        )
+        trimmed += sum(
+            w.text != r["text_with_context"]
+            for w, r in zip(windows, outcome.occurrences, strict=True)
+        )
+    if strategy != "paragraph-window" or counter != "chars4":
+        assert trimmed, "some windows were over the limit and were narrowed"
