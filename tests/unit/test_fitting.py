@@ -80,22 +80,36 @@ def largest_overlap(spans: list[Span]) -> int:
     return max([0, *(a.end - b.start for a, b in pairwise(spans))])
 
 
-def check_fitted(text: str, chunker: FittedChunker, spans: list[Span], max_overlap: int) -> None:
+def same_section(a: Span, b: Span) -> bool:
+    return (a.section_path, a.section_anchor) == (b.section_path, b.section_anchor)
+
+
+def check_fitted(
+    text: str,
+    chunker: FittedChunker,
+    spans: list[Span],
+    max_overlap: int,
+    unmerged: list[Span] | None = None,
+) -> None:
     """The span contract within both limits, the merge rule (a chunk left under the minimum
-    could join neither neighbour), and the positional metadata renumbered."""
+    could join neither neighbour), and the positional metadata renumbered. A merged chunk
+    carries the section of its last part, so whether a chunk could join the first part of
+    the next one in another section is judged on the ``unmerged`` chunks, when given."""
     fits = within_limits(chunker)
     check_span_contract(text, spans, fits, max_overlap)
     count, minimum = chunker.token_counter, chunker.min_chunk_tokens
+    first_parts = {s.start: s for s in unmerged or ()}
     for k, span in enumerate(spans):
         if count(text[span.start : span.end]) >= minimum:
             continue
-        if k > 0 and (spans[k - 1].section_path, spans[k - 1].section_anchor) == (
-            span.section_path,
-            span.section_anchor,
-        ):
+        if k > 0 and same_section(spans[k - 1], span):
             assert not fits(text[spans[k - 1].start : span.end]), (span, "joins the previous")
-        if k + 1 < len(spans) and may_join(span, spans[k + 1]):
-            assert not fits(text[span.start : spans[k + 1].end]), (span, "joins the next")
+        if k + 1 == len(spans):
+            continue
+        after = spans[k + 1]
+        first_part = first_parts.get(after.start)
+        if same_section(span, after) or (first_part is not None and may_join(span, first_part)):
+            assert not fits(text[span.start : after.end]), (span, "joins the next")
     for k, span in enumerate(spans):
         if span.paragraph_index is not None:
             assert (span.paragraph_index, span.total_paragraphs) == (k, len(spans))
@@ -118,7 +132,7 @@ def check_fitted(text: str, chunker: FittedChunker, spans: list[Span], max_overl
 def test_merged_chunks_keep_the_contract(strategy, params, max_overlap, text, minimum):
     chunker = fitted(strategy, params, min_chunk_tokens=minimum)
     spans = chunker.split(text)
-    check_fitted(text, chunker, spans, max_overlap)
+    check_fitted(text, chunker, spans, max_overlap, chunker.chunker.split(text))
     assert_deterministic(chunker, fitted(strategy, params, min_chunk_tokens=minimum), text, spans)
 
 
@@ -166,7 +180,7 @@ def test_sample_corpus_with_default_minimum(strategy, counter):
         spans = chunker.split(doc.text)
         plain = unmerged.chunker_for(doc.format, str(path)).split(doc.text)
         # Merging never makes consecutive chunks share more than the strategy's own did.
-        check_fitted(doc.text, chunker, spans, largest_overlap(plain))
+        check_fitted(doc.text, chunker, spans, largest_overlap(plain), plain)
         before += len(plain)
         after += len(spans)
     if strategy in ("auto", "section", "recursive"):
