@@ -135,13 +135,15 @@ def process_document(
     strategy = chunking.strategy_for(doc.format)
     try:
         chunker = chunking.chunker_for(doc.format, item.uri)
-        spans = chunker.split(doc.text)
+        spans, chunk_tokens = chunker.split_counted(doc.text)
     except Exception as e:
         return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
     if not spans:
         return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
 
-    occurrences = _chunk_rows(item, doc, spans, sha, chunking, strategy, chunker.max_embed_tokens)
+    occurrences = _chunk_rows(
+        item, doc, spans, chunk_tokens, sha, chunking, strategy, chunker.max_embed_tokens
+    )
     return DocOutcome(PROCESSED, occurrences=occurrences)
 
 
@@ -149,13 +151,15 @@ def _chunk_rows(
     item: WorkItem,
     doc: Extracted,
     spans: list[Span],
+    chunk_tokens: list[int] | None,
     sha: str,
     chunking: Chunking,
     strategy: str,
     max_embed_tokens: int,
 ) -> list[dict[str, Any]]:
     """One row per span, in order. This loop runs once per chunk of every changed document:
-    what is the same for the whole document is computed once, outside it."""
+    what is the same for the whole document is computed once, outside it. ``chunk_tokens``
+    are the chunks' token counts where the chunker counted them already."""
     texts = [doc.text[span.start : span.end] for span in spans]
     # Context windows narrowed to the embedding limit, with their token counts.
     windows = chunking.context_windows(texts, max_embed_tokens)
@@ -184,7 +188,7 @@ def _chunk_rows(
         row = constant.copy()
         if windows is None:
             embed_text = text
-            tokens = count_tokens(text)
+            tokens = count_tokens(text) if chunk_tokens is None else chunk_tokens[index]
         else:
             window, tokens = windows[index]
             embed_text = window.text

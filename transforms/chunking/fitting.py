@@ -98,9 +98,14 @@ class FittedChunker:
         }
 
     def split(self, text: str) -> list[Span]:
+        return self.split_counted(text)[0]
+
+    def split_counted(self, text: str) -> tuple[list[Span], list[int] | None]:
+        """``split(text)``, and the token count of each chunk's text where fitting had to
+        count them (None where it did not), so that a caller need not count them again."""
         spans = self.chunker.split(text)
         if not spans or not (self._may_cut or self.min_chunk_tokens):
-            return spans
+            return spans, None
         measure = _Measure(text, self.token_counter)
         counts = [measure.tokens(s.start, s.end) for s in spans]
         changed = False
@@ -108,10 +113,10 @@ class FittedChunker:
             spans, counts = self._cut(text, spans, counts, measure)
             changed = True
         if self.min_chunk_tokens and min(counts) < self.min_chunk_tokens:
-            merged = self._merge(spans, counts, measure)
+            merged, counts = self._merge(spans, counts, measure)
             changed = changed or len(merged) != len(spans)
             spans = merged
-        return renumber(spans) if changed else spans
+        return (renumber(spans) if changed else spans), counts
 
     # -- cut ------------------------------------------------------------------------------
 
@@ -137,7 +142,9 @@ class FittedChunker:
 
     # -- merge ----------------------------------------------------------------------------
 
-    def _merge(self, spans: list[Span], counts: list[int], measure: _Measure) -> list[Span]:
+    def _merge(
+        self, spans: list[Span], counts: list[int], measure: _Measure
+    ) -> tuple[list[Span], list[int]]:
         minimum = self.min_chunk_tokens
         out: list[Span] = []
         out_n: list[int] = []
@@ -154,7 +161,7 @@ class FittedChunker:
                     continue
             out.append(span)
             out_n.append(n)
-        return out
+        return out, out_n
 
     def _join(
         self, first: Span, second: Span, meta: Span, measure: _Measure
