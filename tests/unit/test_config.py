@@ -186,6 +186,10 @@ def test_the_model_window_is_reported_not_fingerprinted():
         ),
         (["--strategy", "paragraph", "--chunk-size", "10"], "--chunk-size does not apply"),
         (["--tokenizer", "nope"], "--tokenizer: unknown token counter 'nope'"),
+        (
+            ["--tokenizer", "all-minilm-l6-v2", "--max-embed-tokens", "2"],
+            "--max-embed-tokens (2) leaves no room for text: --tokenizer counts 2 tokens",
+        ),
     ],
 )
 def test_config_errors_name_the_flags(args, expected, tmp_path, capsys):

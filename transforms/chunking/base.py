@@ -104,7 +104,10 @@ class Span(NamedTuple):
 
 class Chunker(Protocol):
     """What every strategy implements. Constructors take keyword-only parameters and raise
-    ``ValueError`` on invalid ones, so a bad config fails at graph-build time. Every
+    ``ParameterError`` (a ``ValueError`` naming the parameters) on invalid ones, so a bad
+    config fails at graph-build time. A size parameter is called ``max_tokens`` when it is in
+    tokens of ``token_counter`` and ``chunk_size`` or ``max_chars`` when it is in characters
+    (:mod:`transforms.chunking.fitting` reads a strategy's limit by these names). Every
     constructor accepts ``token_counter: TokenCounter = chars4``; a strategy whose limit is
     in tokens measures chunks with it (and, when it is ``chars4``, may work in characters,
     which is the same thing and faster). ``token_counter`` is not part of ``params()``."""

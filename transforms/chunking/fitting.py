@@ -10,9 +10,10 @@ the config's token counter:
    character-sized strategies (``sentence``, ``recursive``, ``paragraph-window``) can make
    such a chunk: their size is in characters and a tokenizer may count more tokens than the
    size suggests (code, numbers, non-Latin scripts). A token-sized strategy (``paragraph``,
-   ``section``) is never cut: the config refuses a ``max_embed_tokens`` below its
-   ``max_tokens`` (:mod:`transforms.config`). Cutting rather than refusing: a limit in
-   tokens cannot be checked against a size in characters before the text is seen.
+   ``section``) is never cut: the config keeps its ``max_tokens`` within
+   ``max_embed_tokens`` (:mod:`transforms.config` lowers the default, refuses a larger
+   value given). Cutting rather than refusing: a limit in tokens cannot be checked against
+   a size in characters before the text is seen.
 2. **Merge.** A chunk of fewer than ``min_chunk_tokens`` tokens is joined to the previous
    chunk, or, if that does not fit, to the next one, when the joined chunk still fits the
    strategy's own limit (``max_tokens`` tokens, or ``chunk_size``/``max_chars``

@@ -35,7 +35,9 @@ class ParagraphWindowChunker:
     by ADR-0006's characters / 4 estimate; the context window adds at most
     ``prev_chars + next_chars + 10`` characters on top. The cap is in characters, like the
     context budgets, so ``token_counter`` is accepted for the common constructor signature
-    but not used.
+    but not used. What is embedded is bounded in tokens by the config instead
+    (``max_embed_tokens``, 512 by default: :mod:`transforms.chunking.fitting` cuts a longer
+    paragraph and the context window is narrowed to fit).
 
     Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
 
