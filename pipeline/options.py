@@ -77,7 +77,13 @@ class RunSettings:
                 "run_id": self.prior_run_id,
                 "manifest": self.prior_manifest,
             },
-            "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
+            "chunking": {
+                **self.config.description,
+                "fingerprint": self.config.fingerprint,
+                # The model's input window (tokens), where the tokenizer tells it; the counts'
+                # chunks_over_model_window are the chunks to embed longer than it.
+                "model_window": self.config.model_window,
+            },
             # transforms.io.publish reads max_error_ratio and max_removed_ratio from here.
             "limits": {
                 **dataclasses.asdict(self.config.limits),
@@ -156,6 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--context-next-chars",
         type=_non_negative_int,
         help="context window: characters of the chunks after (paragraph-window: 300)",
+    )
+    run.add_argument(
+        "--max-embed-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the largest text handed to the embedder (a chunk with its context), in tokens "
+        "of --tokenizer; context is trimmed to fit, a longer chunk of sentence, recursive or "
+        "paragraph-window is cut (default: paragraph/section their --max-tokens, sentence/"
+        "recursive 512 or --chunk-size / 2 if larger, paragraph-window 512)",
+    )
+    run.add_argument(
+        "--min-chunk-tokens",
+        type=_non_negative_int,
+        metavar="N",
+        help="a chunk under N tokens joins the previous chunk of its section, else the next, "
+        "where the result fits; 0: never (default 16, paragraph-window 0)",
     )
     run.add_argument(
         "--tokenizer",
@@ -306,6 +328,15 @@ def _add_runs_parser(sub: Any) -> None:
         "(default: never delete an unfinished run)",
     )  # fmt: skip
     gc.add_argument("--dry-run", action="store_true", help="print what would be deleted")
+
+
+def _flag_names() -> dict[str, str]:
+    """Each ``run`` flag by the config parameter it sets (its argparse ``dest``): how a
+    config error, which names parameters (``transforms.chunking.base.ParameterError``),
+    names the flags to change."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.option_strings[0] for a in sub.choices["run"]._actions if a.option_strings}
 
 
 def _number(value: str) -> float:
@@ -594,6 +625,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     from pipeline import runners
     from transforms import io as tio
     from transforms import runstate, storage
+    from transforms.chunking.base import ParameterError
     from transforms.config import ChunkingConfig
     from transforms.isolation import Limits
 
@@ -609,6 +641,8 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
             tokenizer=args.tokenizer,
             context_prev_chars=args.context_prev_chars,
             context_next_chars=args.context_next_chars,
+            max_embed_tokens=args.max_embed_tokens,
+            min_chunk_tokens=args.min_chunk_tokens,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,
@@ -621,6 +655,8 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
                 max_pdf_pages=args.max_pdf_pages,
             ),
         )
+    except ParameterError as e:  # it names parameters: name the flags that set them
+        raise UsageError(e.render(_flag_names())) from None
     except ValueError as e:
         raise UsageError(str(e)) from None
 

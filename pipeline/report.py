@@ -22,7 +22,24 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
         f"chunks     total {c['chunks_total']}  new to embed {c['chunks_to_embed']}  "
         f"removed {c['chunks_removed']}",
         f"tokens to embed {c['tokens_to_embed']}",
+        *_model_window_lines(report),
         *([f"time {seconds:.1f} s"] if seconds is not None else []),
         f"output {report['output']}/runs/{report['run_id']}",
     ]
     return "\n".join(lines)
+
+
+def _model_window_lines(report: dict[str, Any]) -> list[str]:
+    """Where the model's input window is known: how many chunks to embed exceed it, as a
+    warning when any do (the model silently reads only their start)."""
+    window = report.get("chunking", {}).get("model_window")
+    over = report["counts"].get("chunks_over_model_window")
+    if window is None or over is None:  # unknown, or a report of an older release
+        return []
+    if not over:
+        return [f"model window {window} tokens: no chunk to embed exceeds it"]
+    return [
+        f"warning: {over} of {report['counts']['chunks_to_embed']} chunks to embed exceed "
+        f"the model's input window of {window} tokens, and the model reads only their first "
+        f"{window}; --max-embed-tokens {window} keeps every embedded text within it"
+    ]

@@ -280,6 +280,7 @@ COUNT_LABELS = {
     "chunks_to_embed": "chunks to embed (distinct new hashes)",
     "chunks_removed": "chunk occurrences removed",
     "tokens_to_embed": "tokens to embed",
+    "chunks_over_model_window": "chunks to embed over the model's input window (where known)",
 }
 
 _CSS = """

@@ -3,8 +3,15 @@ with which context window. It decides which chunks a document yields, so its fin
 on every manifest row and a change to it re-chunks every document.
 
 ``ChunkingConfig`` is built once at graph-construction time (an unknown strategy, a parameter
-the strategy does not take, or a tokenizer that cannot be loaded raises ``ValueError`` there,
-not on a worker) and pickled to workers, where ``Chunking`` holds the live chunkers.
+the strategy does not take, a size or combination of sizes that cannot work, or a tokenizer
+that cannot be loaded raises ``ValueError`` there, not on a worker) and pickled to workers,
+where ``Chunking`` holds the live chunkers. Its errors are ``ParameterError`` s naming the
+parameters by their names here (``overlap_tokens``); the CLI names its flags instead.
+
+Every strategy is fitted to the embedder (:mod:`transforms.chunking.fitting`): no text handed
+to it, a chunk with its context window, exceeds ``max_embed_tokens``, and chunks under
+``min_chunk_tokens`` are merged into a neighbour. Both default per strategy (below) and are
+part of each strategy's ``params`` in the description, so of the fingerprint.
 """
 
 from __future__ import annotations
@@ -13,10 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transforms import ids
-from transforms.chunking import Chunker, make_chunker
-from transforms.chunking.base import TokenCounter, available, strategy_parameters
+from transforms.chunking import make_chunker
+from transforms.chunking.base import (
+    ParameterError,
+    TokenCounter,
+    available,
+    check_int,
+    strategy_parameters,
+)
+from transforms.chunking.context import ContextWindow, fitted_context_windows
+from transforms.chunking.fitting import TOKEN_LIMIT_PARAM, FittedChunker
 from transforms.chunking.recursive import separators_for
-from transforms.chunking.tokens import load_token_counter, token_counter_identity
+from transforms.chunking.tokens import load_token_counter, model_window, token_counter_identity
 from transforms.isolation import Limits
 
 # Bumped whenever chunkmill's own processing (not a library's) would give different chunks
@@ -45,6 +60,40 @@ AUTO_STRATEGIES: dict[str, str] = {
 # 500 characters before and 300 after; every other strategy has it off unless asked.
 DEFAULT_CONTEXT: dict[str, tuple[int, int]] = {"paragraph-window": (500, 300)}
 
+# The input limit of BERT-family embedding models (their position embeddings), ADR-002's
+# hard limit for all-MiniLM-L6-v2.
+BERT_INPUT_TOKENS = 512
+# Chunks under this many tokens are merged into a neighbour by default: about 64 characters
+# by ADR-0006's estimate, a heading line or a one-line fragment, well under any chunk worth
+# retrieving on its own (ADR-0006's overlap alone is 80 tokens). It is what a LangChain user
+# gets: MarkdownHeaderTextSplitter never emits a heading without text, and the recursive
+# splitter leaves a fragment only at a document's end. On the sample corpus it merges away
+# the heading-only sections (`# FAQ` over `## Jobs`) and code tails, 11 of 139 chunks.
+DEFAULT_MIN_CHUNK_TOKENS = 16
+# ...except for paragraph-window: its unit is the paragraph by specification, and what it
+# embeds is never tiny, as every paragraph carries up to 800 characters of its neighbours.
+MIN_CHUNK_TOKENS_BY_STRATEGY: dict[str, int] = {"paragraph-window": 0}
+
+
+def default_max_embed_tokens(params: dict[str, Any]) -> int:
+    """The default ``max_embed_tokens`` of a strategy with these (resolved) parameters."""
+    if TOKEN_LIMIT_PARAM in params:
+        # paragraph and section: their own limit, so that a context window never pushes a
+        # text past the size the strategy keeps its chunks to.
+        return int(params[TOKEN_LIMIT_PARAM])
+    if "chunk_size" in params:
+        # sentence and recursive: a chunk of chunk_size characters is chunk_size / 4 tokens by
+        # ADR-0006's estimate; twice that (2 characters a token, denser than prose or code:
+        # the largest 1000-character chunk of the sample corpus is 461 all-MiniLM-L6-v2
+        # tokens) keeps a chunk of the strategy's size whole, and never below the BERT input
+        # limit, which the default 1000 characters are well within.
+        return max(BERT_INPUT_TOKENS, -(-int(params["chunk_size"]) // 2))
+    # paragraph-window: a paragraph has no size but a safety cap in characters (8000, about
+    # 2000 tokens, which no model of this family reads), so the limit is the BERT input
+    # limit: a typical paragraph and the default 800 characters of context (about 200
+    # tokens) fit, and a longer paragraph is cut.
+    return BERT_INPUT_TOKENS
+
 
 def strategies() -> list[str]:
     """Every name ``--strategy`` takes."""
@@ -63,30 +112,46 @@ class ChunkingConfig:
     # Budgets around extraction. They decide whether a document fails, never its text, so
     # they stay out of the fingerprint: a new budget re-chunks nothing.
     limits: Limits = field(default_factory=Limits, compare=False)
+    # The largest text handed to the embedder, in tokens; None: each strategy's default
+    # (default_max_embed_tokens).
+    max_embed_tokens: int | None = None
+    # Chunks under this many tokens are merged into a neighbour; None: each strategy's
+    # default (DEFAULT_MIN_CHUNK_TOKENS), 0: never.
+    min_chunk_tokens: int | None = None
     description: dict[str, Any] = field(init=False, repr=False, compare=False)
     fingerprint: str = field(init=False, compare=False)
+    # The input window of the model the tokenizer belongs to, where chunkmill knows it
+    # (tokens.model_window); it changes no chunk, so it is reported, not fingerprinted.
+    model_window: int | None = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         from transforms.extract import EXTRACTOR_VERSION, PDF_ENGINES
 
         if self.pdf_engine not in PDF_ENGINES:
-            raise ValueError(
-                f"argument --pdf-engine: unknown engine {self.pdf_engine!r}; "
-                f"choose one of {', '.join(PDF_ENGINES)}"
+            raise ParameterError(
+                "{pdf_engine}: unknown engine {0!r}; choose one of {1}",
+                self.pdf_engine,
+                ", ".join(PDF_ENGINES),
             )
         if self.strategy != AUTO and self.strategy not in available():
-            raise ValueError(
-                f"unknown chunking strategy {self.strategy!r}; "
-                f"choose one of {', '.join(strategies())}"
+            raise ParameterError(
+                "{strategy}: unknown chunking strategy {0!r}; choose one of {1}",
+                self.strategy,
+                ", ".join(strategies()),
             )
         self._check_params()
+        for name in ("context_prev_chars", "context_next_chars"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 0)
+        if self.max_embed_tokens is not None:
+            check_int("max_embed_tokens", self.max_embed_tokens, 1)
+        if self.min_chunk_tokens is not None:
+            check_int("min_chunk_tokens", self.min_chunk_tokens, 0)
         prev, next_ = self.context()
-        if prev < 0 or next_ < 0:
-            raise ValueError("context window sizes must not be negative")
         try:  # fails here, at start-up, if it cannot be loaded
             count_tokens = load_token_counter(self.tokenizer)
         except ValueError as e:
-            raise ValueError(f"argument --tokenizer: {e}") from None
+            raise ParameterError("{tokenizer}: {0}", e) from None
         chunking = Chunking(self, count_tokens)
         if self.strategy == AUTO:
             used = {
@@ -107,6 +172,7 @@ class ChunkingConfig:
         }
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "fingerprint", ids.fingerprint(description))
+        object.__setattr__(self, "model_window", model_window(self.tokenizer))
 
     @classmethod
     def create(
@@ -118,18 +184,22 @@ class ChunkingConfig:
         context_next_chars: int | None = None,
         pdf_engine: str = "pypdf",
         limits: Limits | None = None,
+        max_embed_tokens: int | None = None,
+        min_chunk_tokens: int | None = None,
         **params: Any,
     ) -> ChunkingConfig:
         """``None`` values take the strategy's defaults."""
         given = tuple(sorted((k, v) for k, v in params.items() if v is not None))
         return cls(
-            strategy,
-            given,
-            tokenizer,
-            context_prev_chars,
-            context_next_chars,
-            pdf_engine,
-            limits or Limits(),
+            strategy=strategy,
+            params=given,
+            tokenizer=tokenizer,
+            context_prev_chars=context_prev_chars,
+            context_next_chars=context_next_chars,
+            pdf_engine=pdf_engine,
+            limits=limits or Limits(),
+            max_embed_tokens=max_embed_tokens,
+            min_chunk_tokens=min_chunk_tokens,
         )
 
     def context(self) -> tuple[int, int]:
@@ -145,9 +215,7 @@ class ChunkingConfig:
         accepted = set().union(*(strategy_parameters(n) for n in names))
         for key, _ in self.params:
             if key not in accepted:
-                raise ValueError(
-                    f"--{key.replace('_', '-')} does not apply to strategy {self.strategy!r}"
-                )
+                raise ParameterError(f"{{{key}}} does not apply to strategy {{0!r}}", self.strategy)
 
 
 class Chunking:
@@ -165,14 +233,14 @@ class Chunking:
                     f"configured with {config.description['tokenizer']}"
                 )
         self.count_tokens = count_tokens
-        self._chunkers: dict[tuple[str, str], Chunker] = {}
+        self._chunkers: dict[tuple[str, str], FittedChunker] = {}
 
     def strategy_for(self, fmt: str) -> str:
         if self.config.strategy == AUTO:
             return AUTO_STRATEGIES.get(fmt, "paragraph")
         return self.config.strategy
 
-    def chunker_for(self, fmt: str, uri: str = "") -> Chunker:
+    def chunker_for(self, fmt: str, uri: str = "") -> FittedChunker:
         """The chunker for a document of format ``fmt`` at ``uri`` (its extension picks the
         code separators under ``auto``)."""
         name = self.strategy_for(fmt)
@@ -185,6 +253,79 @@ class Chunking:
             params = {k: v for k, v in self.config.params if k in accepted}
             if separators is not None:
                 params["separators"] = separators
-            chunker = make_chunker(name, token_counter=self.count_tokens, **params)
+            chunker = self._fitted(name, params)
             self._chunkers[key] = chunker
         return chunker
+
+    def _fitted(self, name: str, params: dict[str, Any]) -> FittedChunker:
+        """Strategy ``name`` with ``params``, fitted to the embedding limit and the minimum
+        chunk size (:mod:`transforms.chunking.fitting`).
+
+        A strategy whose limit is in tokens must keep its chunks within ``max_embed_tokens``
+        by itself: without ``max_tokens`` given, its default is lowered to that limit; a
+        ``max_tokens`` given above it is refused (cutting would only shrink every large chunk
+        behind the strategy's back)."""
+        config = self.config
+        limit = config.max_embed_tokens
+        if limit is not None and limit <= self.count_tokens(""):
+            raise ParameterError(
+                "{max_embed_tokens} ({0}) leaves no room for text: {tokenizer} counts {1} "
+                "tokens for any text, the model's special ones; raise {max_embed_tokens}",
+                limit,
+                self.count_tokens(""),
+            )
+        chunker = make_chunker(name, token_counter=self.count_tokens, **params)
+        own = dict(chunker.params())
+        if limit is not None and own.get(TOKEN_LIMIT_PARAM, 0) > limit:
+            if TOKEN_LIMIT_PARAM in params:
+                raise ParameterError(
+                    "{max_embed_tokens} ({0}) must be at least {max_tokens} ({1}), the most a "
+                    "{2} chunk holds without its context; raise {max_embed_tokens} or lower "
+                    "{max_tokens}",
+                    limit,
+                    own[TOKEN_LIMIT_PARAM],
+                    name,
+                )
+            try:
+                chunker = make_chunker(
+                    name, token_counter=self.count_tokens, **params, max_tokens=limit
+                )
+            except ParameterError as e:  # say which limit set max_tokens
+                raise ParameterError(
+                    e.template.replace("{max_tokens}", "{max_embed_tokens}")
+                    + f" (strategy {name!r} keeps its chunks within it)",
+                    *e.values,
+                ) from None
+            own = dict(chunker.params())
+        if limit is None:
+            limit = default_max_embed_tokens(own)
+        minimum = config.min_chunk_tokens
+        if minimum is None:
+            minimum = MIN_CHUNK_TOKENS_BY_STRATEGY.get(name, DEFAULT_MIN_CHUNK_TOKENS)
+        elif minimum >= limit:
+            raise ParameterError(
+                "{min_chunk_tokens} ({0}) must be less than {max_embed_tokens} ({1} for "
+                "strategy {2!r}); lower {min_chunk_tokens} or raise {max_embed_tokens}",
+                minimum,
+                limit,
+                name,
+            )
+        return FittedChunker(
+            chunker,
+            max_embed_tokens=limit,
+            min_chunk_tokens=minimum,
+            token_counter=self.count_tokens,
+        )
+
+    def context_windows(
+        self, texts: list[str], max_embed_tokens: int
+    ) -> list[tuple[ContextWindow, int]] | None:
+        """The context window of each chunk text of one document, narrowed to fit
+        ``max_embed_tokens`` (its chunker's), with its token count; None when the config has
+        no context window."""
+        prev_chars, next_chars = self.config.context()
+        if not (prev_chars or next_chars):
+            return None
+        return fitted_context_windows(
+            texts, prev_chars, next_chars, self.count_tokens, max_embed_tokens
+        )

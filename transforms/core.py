@@ -259,7 +259,14 @@ class _MarkNew(_PerBundle):
     and ids only are held) and which of those hashes the prior lists hold; the second emits
     the manifest and chunks tables of each batch. A bucket with no current occurrence (every
     bucket of a run in which nothing changed) costs only its grouping.
+
+    With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
+    tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
+    to embed longer than that window: the model would read only their start.
     """
+
+    def __init__(self, model_window: int | None = None) -> None:
+        self._model_window = model_window
 
     def process(self, element: tuple[str, Iterable[tuple[int, bytes]]]):
         _, values = element
@@ -290,6 +297,9 @@ class _MarkNew(_PerBundle):
             if embed.num_rows:
                 tally["chunks_to_embed"] += embed.num_rows
                 tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
+                if self._model_window is not None:
+                    over = pc.greater(embed["token_count"], self._model_window)
+                    tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
                 yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
 
 
@@ -314,6 +324,9 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "chunks_to_embed",
         "chunks_removed",
         "tokens_to_embed",
+        # Of the chunks to embed, those longer than the model's input window, where chunkmill
+        # knows it (the run report's chunking.model_window); 0 where it does not.
+        "chunks_over_model_window",
     )
     out: dict[str, Any] = {k: int(counts.get(k, 0)) for k in keys}
     out["failed_by_reason"] = {
@@ -376,7 +389,10 @@ class ChunkCorpus(beam.PTransform):
             )
             | "FlattenByBucket" >> beam.Flatten()
             | "GroupByBucket" >> beam.GroupByKey()
-            | "MarkNew" >> beam.ParDo(_MarkNew()).with_outputs(_CHUNKS, _COUNTS, main="manifest")
+            | "MarkNew"
+            >> beam.ParDo(_MarkNew(self._config.model_window)).with_outputs(
+                _CHUNKS, _COUNTS, main="manifest"
+            )
         )
         applied = (
             (planned[_VERDICTS], docs[_VERDICTS])

@@ -21,7 +21,6 @@ from typing import Any
 
 from transforms import ids
 from transforms.chunking import Span
-from transforms.chunking.context import context_windows
 from transforms.config import Chunking, ChunkingConfig
 from transforms.extract import Extracted, ExtractionError, extract, one_line
 from transforms.types import KEEP, REPLACE, Verdict, WorkItem
@@ -135,13 +134,16 @@ def process_document(
         return failed(item, "extract", "corrupt", f"{type(e).__name__}: {e}", sha)
     strategy = chunking.strategy_for(doc.format)
     try:
-        spans = chunking.chunker_for(doc.format, item.uri).split(doc.text)
+        chunker = chunking.chunker_for(doc.format, item.uri)
+        spans, chunk_tokens = chunker.split_counted(doc.text)
     except Exception as e:
         return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
     if not spans:
         return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
 
-    occurrences = _chunk_rows(item, doc, spans, sha, chunking, strategy)
+    occurrences = _chunk_rows(
+        item, doc, spans, chunk_tokens, sha, chunking, strategy, chunker.max_embed_tokens
+    )
     return DocOutcome(PROCESSED, occurrences=occurrences)
 
 
@@ -149,15 +151,18 @@ def _chunk_rows(
     item: WorkItem,
     doc: Extracted,
     spans: list[Span],
+    chunk_tokens: list[int] | None,
     sha: str,
     chunking: Chunking,
     strategy: str,
+    max_embed_tokens: int,
 ) -> list[dict[str, Any]]:
     """One row per span, in order. This loop runs once per chunk of every changed document:
-    what is the same for the whole document is computed once, outside it."""
+    what is the same for the whole document is computed once, outside it. ``chunk_tokens``
+    are the chunks' token counts where the chunker counted them already."""
     texts = [doc.text[span.start : span.end] for span in spans]
-    prev_chars, next_chars = chunking.config.context()
-    windows = context_windows(texts, prev_chars, next_chars) if prev_chars or next_chars else None
+    # Context windows narrowed to the embedding limit, with their token counts.
+    windows = chunking.context_windows(texts, max_embed_tokens)
     count_tokens = chunking.count_tokens
     doc_id = item.doc_id
     has_pages = doc.page_starts is not None
@@ -183,8 +188,9 @@ def _chunk_rows(
         row = constant.copy()
         if windows is None:
             embed_text = text
+            tokens = count_tokens(text) if chunk_tokens is None else chunk_tokens[index]
         else:
-            window = windows[index]
+            window, tokens = windows[index]
             embed_text = window.text
             row["text_with_context"] = embed_text
             row["has_prev_context"] = window.has_prev
@@ -201,7 +207,7 @@ def _chunk_rows(
         row["chunk_index"] = index
         row["char_start"] = span.start
         row["char_end"] = span.end
-        row["token_count"] = count_tokens(embed_text)
+        row["token_count"] = tokens
         if span.section_path is not None:
             row["section_path"] = list(span.section_path)
         else:  # a PDF's bookmarks, where it has them; None otherwise

@@ -96,3 +96,23 @@ def test_real_tokenizer_counts_exactly_and_respects_the_hard_limit(chunkmill):
     assert all(r["token_count"] == count(r["text"]) <= 128 for r in chunks)
     assert max(r["token_count"] for r in chunks) > 64, "the limit is used, not undercut"
     assert run.report["chunking"]["tokenizer"].startswith("hf:")
+
+
+def test_paragraph_window_embeds_nothing_over_its_limit(chunkmill):
+    """What paragraph-window hands the embedder, tokenized here with all-MiniLM-L6-v2: never
+    over the default limit of 512, though paragraphs with their 800 characters of context
+    run past it on the sample corpus; the chunks over the model's window of 256 are counted in
+    the run report."""
+    count = load_token_counter("all-minilm-l6-v2")
+    run = chunkmill(
+        "--strategy", "paragraph-window", "--tokenizer", "all-minilm-l6-v2", run_id="pw-minilm"
+    )
+    chunks = run.rows("chunks")
+    embedded = [count(r["text_with_context"]) for r in chunks]
+    assert max(embedded) <= 512
+    assert max(embedded) > 480, "the limit is used, not undercut"
+    assert [r["token_count"] for r in chunks] == embedded
+    assert run.report["chunking"]["params"]["max_embed_tokens"] == 512
+    assert run.report["chunking"]["model_window"] == 256
+    over = sum(n > 256 for n in embedded)
+    assert run.counts["chunks_over_model_window"] == over > 0

@@ -11,6 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
 from transforms import ids, schema
+from transforms.config import ChunkingConfig
 from transforms.core import ChunkCorpus
 from transforms.types import SourceFile
 
@@ -42,7 +43,13 @@ NEW = {
 }
 
 
-def run_corpus(store: dict[str, bytes], prior: list[dict], *, row_group_rows: int = 3):
+def run_corpus(
+    store: dict[str, bytes],
+    prior: list[dict],
+    *,
+    row_group_rows: int = 3,
+    config: ChunkingConfig = SMALL,
+):
     """Runs ChunkCorpus with ``prior`` as a prior manifest file (small row groups, so
     documents span parts) and returns its tables as lists of rows (collected through a side
     channel)."""
@@ -53,7 +60,7 @@ def run_corpus(store: dict[str, bytes], prior: list[dict], *, row_group_rows: in
         parts = write_prior(prior, d, row_group_rows=row_group_rows)
         prior_pc = p | "Prior" >> beam.Create(parts)
         out = {"files": files, "prior": prior_pc} | ChunkCorpus(
-            config=SMALL, read_bytes=FakeStore(store)
+            config=config, read_bytes=FakeStore(store)
         )
         for name, pc in out.items():
             (
@@ -243,3 +250,27 @@ def test_documents_whose_listing_version_is_unchanged_are_not_read(prior, tmp_pa
             equal_to([(r["chunk_id"], False) for r in versioned]),
             label="Manifest",
         )
+
+
+def test_chunks_over_the_model_window_are_counted():
+    """all-MiniLM-L6-v2 reads 256 tokens: the chunks to embed longer than that are counted
+    where the counts are gathered, and only those."""
+    config = ChunkingConfig.create(
+        "paragraph", tokenizer="all-minilm-l6-v2", max_tokens=400, overlap_tokens=0
+    )
+    words = " ".join(f"word{i}" for i in range(150))  # about 3 tokens a word
+    store = {
+        "/c/long.md": "\n\n".join([words, words.upper(), "short one"]).encode(),
+        "/c/short.md": b"just a few words here, well under the window",
+    }
+    tables = run_corpus(store, [], config=config)
+    (counts,) = tables["counts"]
+    sizes = [r["token_count"] for r in tables["chunks"]]
+    over = sum(n > 256 for n in sizes)
+    assert 0 < over < len(sizes)
+    assert counts["chunks_over_model_window"] == over
+
+
+def test_no_model_window_is_known_for_chars4(tables):
+    (counts,) = tables["counts"]
+    assert counts["chunks_over_model_window"] == 0

@@ -47,7 +47,8 @@ experiments = ["a", "b"]
     settings = parse_run(["--config", str(config)])
     assert settings.inputs == (f"{corpus}/docs/*", f"{corpus}/more/*")
     assert (settings.output, settings.run_id) == (f"{corpus}/out", "nightly-1")
-    assert settings.config.description["params"] == {"max_tokens": 300, "overlap_tokens": 20}
+    params = settings.config.description["params"]
+    assert (params["max_tokens"], params["overlap_tokens"]) == (300, 20)
     assert settings.max_error_ratio == 0.5
     assert "--direct_num_workers=1" in settings.beam_args
     assert {"--experiments=a", "--experiments=b"} <= set(settings.beam_args)

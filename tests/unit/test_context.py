@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking.context import ContextWindow, build_context_window, context_windows
+from transforms.chunking import chars4
+from transforms.chunking.context import (
+    ContextWindow,
+    build_context_window,
+    context_windows,
+    fitted_budgets,
+    fitted_context_windows,
+)
+from transforms.chunking.tokens import load_token_counter
 
 ELLIPSIS = "..."
 
@@ -348,3 +356,125 @@ def test_a_larger_budget_never_gives_less_context(
         large = core(part(texts, index, budget + more), prev)
         assert len(small) <= len(large)
         assert large.endswith(small) if prev else large.startswith(small)
+
+
+# --- fitting a token limit ------------------------------------------------------------------
+
+_MINILM = load_token_counter("all-minilm-l6-v2")
+_COUNTERS = {"chars4": chars4, "all-minilm-l6-v2": _MINILM}
+_PROSE = [
+    "The compactor merges small files every night.",
+    "Disk usage on the nodes climbed past eighty percent after the backfill started.",
+    "Alerts fire at ninety.",
+    "On-call engineers should first check which tables grew, then pause the largest "
+    "backfill, and only then delete spill directories older than a day.",
+    "Done.",
+]
+
+
+def _share_window(
+    texts: Sequence[str], index: int, prev_chars: int, next_chars: int, share: int
+) -> ContextWindow:
+    total = prev_chars + next_chars
+    return build_context_window(
+        texts, index, prev_chars * share // total, next_chars * share // total
+    )
+
+
+def check_fitted(
+    texts: Sequence[str],
+    prev_chars: int,
+    next_chars: int,
+    count: Callable[[str], int],
+    max_tokens: int,
+) -> list[tuple[ContextWindow, int]]:
+    """Every window: counted exactly, within the limit unless its unit alone is over it (then
+    no context), a window of the contract at the fitted budgets (so its "..." and flags are
+    right), the full window when that fits, and the most context by the share: one more of
+    it would not fit."""
+    fitted = fitted_context_windows(texts, prev_chars, next_chars, count, max_tokens)
+    full = context_windows(texts, prev_chars, next_chars)
+    assert len(fitted) == len(texts)
+    for index, (window, tokens) in enumerate(fitted):
+        assert tokens == count(window.text)
+        budgets = fitted_budgets(texts, index, prev_chars, next_chars, count, max_tokens)
+        assert window == build_context_window(texts, index, *budgets)
+        if count(full[index].text) <= max_tokens:
+            assert window == full[index]
+            continue
+        if count(texts[index]) > max_tokens:
+            assert window == ContextWindow(texts[index], has_prev=False, has_next=False)
+            continue
+        assert tokens <= max_tokens
+        total = prev_chars + next_chars
+        share = next(
+            s
+            for s in range(total, -1, -1)
+            if budgets == (prev_chars * s // total, next_chars * s // total)
+        )
+        assert share < total
+        assert count(_share_window(texts, index, prev_chars, next_chars, share + 1).text) > (
+            max_tokens
+        )
+        # At least the context of every smaller share that fits all the way down.
+        safe = 0
+        while (
+            safe < total
+            and count(_share_window(texts, index, prev_chars, next_chars, safe + 1).text)
+            <= max_tokens
+        ):
+            safe += 1
+        assert share >= safe
+    return fitted
+
+
+@pytest.mark.parametrize("counter", sorted(_COUNTERS))
+@pytest.mark.parametrize("max_tokens", [8, 20, 35, 60, 120, 1000])
+@pytest.mark.parametrize(("prev_chars", "next_chars"), [(500, 300), (120, 0), (0, 90), (37, 53)])
+def test_windows_are_narrowed_to_the_token_limit(counter, max_tokens, prev_chars, next_chars):
+    count = _COUNTERS[counter]
+    fitted = check_fitted(_PROSE, prev_chars, next_chars, count, max_tokens)
+    if max_tokens == 1000:  # everything fits: nothing is trimmed
+        assert [w for w, _ in fitted] == context_windows(_PROSE, prev_chars, next_chars)
+
+
+@pytest.mark.parametrize("counter", sorted(_COUNTERS))
+def test_the_unit_is_never_trimmed_and_flags_follow_the_context(counter):
+    count = _COUNTERS[counter]
+    limit = count(_PROSE[2]) + 6  # room for a few words of context, not for whole neighbours
+    fitted = fitted_context_windows(_PROSE, 500, 300, count, limit)
+    full = context_windows(_PROSE, 500, 300)
+    narrowed = [w for (w, _), f in zip(fitted, full, strict=True) if w != f]
+    assert any(w.has_prev or w.has_next for w in narrowed), "some context is kept, narrowed"
+    for (window, tokens), unit in zip(fitted, _PROSE, strict=True):
+        assert tokens <= max(limit, count(unit))  # a unit over the limit gets no context
+        parts = window.text.split("\n\n")
+        assert unit in parts
+        before, after = parts[: parts.index(unit)], parts[parts.index(unit) + 1 :]
+        assert window.has_prev == bool(before) and window.has_next == bool(after)
+        for part in before:  # a neighbour cut to fit is marked where it was cut
+            assert part in _PROSE or (part.startswith("...") and _PROSE_JOINED.find(part[3:]) >= 0)
+        for part in after:
+            assert part in _PROSE or (part.endswith("...") and _PROSE_JOINED.find(part[:-3]) >= 0)
+
+
+_PROSE_JOINED = "\n\n".join(_PROSE)
+
+
+def test_chars4_trimming_is_exact():
+    # Units of 8 characters: "aaaa bbb". The middle one with both neighbours whole is
+    # 8 + 2 + 8 + 2 + 8 = 28 characters, 7 tokens; a limit of 6 keeps "...bbb" before it
+    # (19 characters, 5 tokens) and drops the rest, 5 being 4 plus what "ccc..." would add.
+    texts = ["aaaa bbb", "cccc ddd", "eeee fff"]
+    (window, tokens) = fitted_context_windows(texts, 8, 8, chars4, 6)[1]
+    assert (window, tokens) == (ContextWindow("...bbb\n\ncccc ddd", True, False), 4)
+    check_fitted(texts, 8, 8, chars4, 6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_case(_TRIMMED), prev_chars=BUDGETS, next_chars=BUDGETS, limit=st.integers(1, 40))
+def test_fitted_windows_hold_for_any_chunk_like_units(
+    case: tuple[list[str], int], prev_chars: int, next_chars: int, limit: int
+) -> None:
+    texts, _ = case
+    check_fitted(texts, prev_chars, next_chars, chars4, limit)

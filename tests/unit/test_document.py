@@ -6,6 +6,7 @@ import pytest
 
 from tests.helpers import SMALL, make_pdf, manifest_rows, manifest_table, paragraphs, summarise
 from transforms import document, ids, prior, schema
+from transforms.chunking.fitting import FittedChunker
 from transforms.config import Chunking, ChunkingConfig
 from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 
@@ -123,7 +124,7 @@ def test_chunker_crash_is_an_error_row_not_an_exception():
 
     class BoomChunking(Chunking):
         def chunker_for(self, fmt, uri=""):
-            return Boom()
+            return FittedChunker(Boom(), max_embed_tokens=512, min_chunk_tokens=0)
 
     data = paragraphs("alpha")
     out = document.process_document(item((), data), data, BoomChunking(SMALL))

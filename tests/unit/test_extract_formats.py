@@ -262,7 +262,7 @@ def test_pdf_engine_is_part_of_the_fingerprint() -> None:
     assert default.description["pdf_engine"] == "pypdf"
     fingerprints = {ChunkingConfig.create(pdf_engine=e).fingerprint for e in pdf.ENGINES}
     assert len(fingerprints) == 3 and default.fingerprint in fingerprints
-    with pytest.raises(ValueError, match="--pdf-engine"):
+    with pytest.raises(ValueError, match="pdf_engine"):
         ChunkingConfig.create(pdf_engine="tesseract")
 
 

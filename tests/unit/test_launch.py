@@ -62,5 +62,6 @@ def test_template_parameters_map_to_chunkmill_flags(tmp_path):
     assert "--max-tokens=300" in argv and "--max_num_workers=3" in argv
     settings = parse_run(argv)
     assert settings.run_id == "nightly-1"
-    assert settings.config.description["params"] == {"max_tokens": 300, "overlap_tokens": 20}
+    params = settings.config.description["params"]
+    assert (params["max_tokens"], params["overlap_tokens"]) == (300, 20)
     assert "--max_num_workers=3" in settings.beam_args

@@ -27,7 +27,7 @@ from transforms import schema
         (["--run-id", "r1\n"], "--run-id"),
         (["--input", "/nonexistent/**"], "/nonexistent/**"),
         (["--prior-manifest", "/nonexistent/run"], "--prior-manifest"),
-        (["--max-tokens", "10", "--overlap-tokens", "10"], "overlap_tokens"),
+        (["--max-tokens", "10", "--overlap-tokens", "10"], "--overlap-tokens (10) must be less"),
     ],
 )
 def test_bad_flag_is_one_line_naming_it(args, names, docs, tmp_path, capsys):
@@ -67,7 +67,12 @@ def test_defaults(monkeypatch, tmp_path):
     assert s.config.strategy == "auto"
     assert s.config.description["text"] == {
         "strategy": "paragraph",
-        "params": {"max_tokens": 700, "overlap_tokens": 80},
+        "params": {
+            "max_tokens": 700,
+            "overlap_tokens": 80,
+            "max_embed_tokens": 700,
+            "min_chunk_tokens": 16,
+        },
     }
     assert s.config.context() == (0, 0)
 

@@ -16,6 +16,7 @@ Every strategy guarantees, for any input ``text``:
 from __future__ import annotations
 
 import inspect
+import string
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -28,6 +29,56 @@ CHARS_PER_TOKEN = 4
 def chars4(text: str) -> int:
     """ADR-0006's token estimate: one token per four characters, rounded up."""
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+class ParameterError(ValueError):
+    """A bad parameter value or combination of values, naming the parameters to change.
+
+    The message is a ``str.format`` template in which named fields are parameter names
+    (``"{overlap_tokens}"``) and positional fields are values (``"{0}"``), so that each
+    caller can spell the parameters its own way: ``str(error)`` names them as the Python API
+    takes them (``overlap_tokens``), and :meth:`render` as a caller's table says (the CLI maps
+    each to its flag, ``--overlap-tokens``). The chunkers and the config know parameter names
+    only; which flag sets a parameter is the CLI's business.
+    """
+
+    def __init__(self, template: str, *values: object) -> None:
+        self.template = template
+        self.values = values
+        self.params = tuple(
+            dict.fromkeys(
+                field
+                for _, field, _, _ in string.Formatter().parse(template)
+                if field and not field.isdigit()
+            )
+        )
+        super().__init__(self.render({}))
+
+    def render(self, names: Mapping[str, str]) -> str:
+        """The message with each parameter spelt ``names[param]`` (the parameter's own name
+        where ``names`` has none)."""
+        return self.template.format(*self.values, **{p: names.get(p, p) for p in self.params})
+
+
+def check_int(name: str, value: object, minimum: int) -> None:
+    """Raise ``ParameterError`` unless ``value`` is an int of at least ``minimum``."""
+    # bool is an int subclass; a True from a sloppy config must not mean 1.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ParameterError(f"{{{name}}} must be an int, got {{0!r}}", value)
+    if value < minimum:
+        raise ParameterError(f"{{{name}}} must be at least {minimum}, got {{0}}", value)
+
+
+def check_less(smaller: str, small: int, larger: str, large: int) -> None:
+    """Raise ``ParameterError`` unless ``small < large``, naming both parameters and what to
+    do about it."""
+    if small >= large:
+        raise ParameterError(
+            f"{{{smaller}}} ({{0}}) must be less than {{{larger}}} ({{1}}); "
+            f"lower {{{smaller}}} or raise {{{larger}}}",
+            small,
+            large,
+        )
 
 
 class Span(NamedTuple):
@@ -53,7 +104,10 @@ class Span(NamedTuple):
 
 class Chunker(Protocol):
     """What every strategy implements. Constructors take keyword-only parameters and raise
-    ``ValueError`` on invalid ones, so a bad config fails at graph-build time. Every
+    ``ParameterError`` (a ``ValueError`` naming the parameters) on invalid ones, so a bad
+    config fails at graph-build time. A size parameter is called ``max_tokens`` when it is in
+    tokens of ``token_counter`` and ``chunk_size`` or ``max_chars`` when it is in characters
+    (:mod:`transforms.chunking.fitting` reads a strategy's limit by these names). Every
     constructor accepts ``token_counter: TokenCounter = chars4``; a strategy whose limit is
     in tokens measures chunks with it (and, when it is ``chars4``, may work in characters,
     which is the same thing and faster). ``token_counter`` is not part of ``params()``."""

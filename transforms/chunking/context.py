@@ -37,6 +37,17 @@ the joiners that attach ``P`` and ``N`` to the unit do not. Hence
   character of context was included; a budget of 0 gives no context at all, so
   ``prev_chars = next_chars = 0`` gives ``text == unit`` and both flags false.
 
+Fitting a token limit (:func:`fitted_context_windows`). An embedder takes at most so many
+tokens, so a window may be narrowed to fit ``max_tokens`` as a token counter counts its text.
+The unit is never touched: only the budgets shrink, both in proportion, to
+``(prev_chars * s // total, next_chars * s // total)`` for a share ``s`` in ``[0, total]``,
+``total = prev_chars + next_chars``; the window is then built by the rules above, so its
+``"..."`` markers and ``has_prev``/``has_next`` describe the context it really holds. A
+window that fits at full budgets is kept as it is; otherwise ``s`` is found by bisection:
+the window at ``s`` fits and the one at ``s + 1`` does not (where counts grow with the
+budget, as they nearly do, it is the largest ``s`` that fits). If the unit alone does not
+fit, it gets no context.
+
 Truncating at word boundaries rather than at the exact budget keeps fragments such as
 ``"ation."`` out of the embedded text; a context never starts or ends inside a word of a
 truncated unit. Units are used verbatim otherwise: chunk texts are never whitespace-only,
@@ -103,6 +114,101 @@ def context_windows(texts: Sequence[str], prev_chars: int, next_chars: int) -> l
             _window(texts[i], _prev_context(before, prev_chars), _next_context(after, next_chars))
         )
     return windows
+
+
+def fitted_context_windows(
+    texts: Sequence[str],
+    prev_chars: int,
+    next_chars: int,
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+) -> list[tuple[ContextWindow, int]]:
+    """:func:`context_windows`, each window narrowed until ``count_tokens(window.text) <=
+    max_tokens`` (see "Fitting a token limit" in the module docstring), with that count.
+
+    Every window is counted once, as the caller needs its count anyway; only those over the
+    limit cost more: a bisection over the share of the budgets, a count per step.
+    """
+    fitted: list[tuple[ContextWindow, int]] = []
+    for index, window in enumerate(context_windows(texts, prev_chars, next_chars)):
+        tokens = count_tokens(window.text)
+        if tokens > max_tokens and (window.has_prev or window.has_next):
+            window, tokens = _narrowed(
+                texts, index, prev_chars, next_chars, count_tokens, max_tokens, tokens
+            )
+        fitted.append((window, tokens))
+    return fitted
+
+
+def fitted_budgets(
+    texts: Sequence[str],
+    index: int,
+    prev_chars: int,
+    next_chars: int,
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+) -> tuple[int, int]:
+    """The budgets ``(prev, next)`` that :func:`fitted_context_windows` builds the window of
+    ``texts[index]`` with."""
+    _check_budgets(prev_chars, next_chars)
+    window = build_context_window(texts, index, prev_chars, next_chars)
+    tokens = count_tokens(window.text)
+    if tokens <= max_tokens or not (window.has_prev or window.has_next):
+        return prev_chars, next_chars
+    share = _fitted_share(texts, index, prev_chars, next_chars, count_tokens, max_tokens, tokens)
+    return _shares(prev_chars, next_chars, share)
+
+
+def _shares(prev_chars: int, next_chars: int, share: int) -> tuple[int, int]:
+    total = prev_chars + next_chars
+    return prev_chars * share // total, next_chars * share // total
+
+
+def _narrowed(
+    texts: Sequence[str],
+    index: int,
+    prev_chars: int,
+    next_chars: int,
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+    tokens: int,
+) -> tuple[ContextWindow, int]:
+    share = _fitted_share(texts, index, prev_chars, next_chars, count_tokens, max_tokens, tokens)
+    window = build_context_window(texts, index, *_shares(prev_chars, next_chars, share))
+    return window, count_tokens(window.text)
+
+
+def _fitted_share(
+    texts: Sequence[str],
+    index: int,
+    prev_chars: int,
+    next_chars: int,
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+    tokens: int,
+) -> int:
+    """The share ``s`` of the budgets: the window at ``s`` fits or ``s`` is 0, and the one at
+    ``s + 1`` does not. ``tokens`` counts the window at full budgets, which does not fit."""
+    lo, hi = 0, prev_chars + next_chars
+    lo_tokens, hi_tokens = count_tokens(texts[index]), tokens
+    if lo_tokens > max_tokens:
+        return 0
+    slow = 0  # probes in a row that did not halve the bracket
+    while hi - lo > 1:
+        width = hi - lo
+        if slow >= 2:
+            share = (lo + hi) // 2
+        else:  # counts grow about linearly with the context: aim where they reach the limit
+            share = lo + (hi - lo) * (max_tokens - lo_tokens) // max(hi_tokens - lo_tokens, 1)
+            share = min(max(share, lo + 1), hi - 1)
+        window = build_context_window(texts, index, *_shares(prev_chars, next_chars, share))
+        counted = count_tokens(window.text)
+        if counted <= max_tokens:
+            lo, lo_tokens = share, counted
+        else:
+            hi, hi_tokens = share, counted
+        slow = slow + 1 if 2 * (hi - lo) > width else 0
+    return lo
 
 
 def _check_budgets(prev_chars: int, next_chars: int) -> None:

@@ -11,6 +11,8 @@ from transforms.chunking.base import (
     Span,
     TokenCounter,
     chars4,
+    check_int,
+    check_less,
     register,
     rstrip_end,
 )
@@ -136,18 +138,9 @@ class ParagraphChunker:
         overlap_tokens: int = 80,
         token_counter: TokenCounter = chars4,
     ) -> None:
-        for key, value in (("max_tokens", max_tokens), ("overlap_tokens", overlap_tokens)):
-            # bool is an int subclass; a True from a sloppy config must not mean 1.
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{key} must be an int, got {value!r}")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        if overlap_tokens < 0:
-            raise ValueError(f"overlap_tokens must be >= 0, got {overlap_tokens}")
-        if overlap_tokens >= max_tokens:
-            raise ValueError(
-                f"overlap_tokens ({overlap_tokens}) must be < max_tokens ({max_tokens})"
-            )
+        check_int("max_tokens", max_tokens, 1)
+        check_int("overlap_tokens", overlap_tokens, 0)
+        check_less("overlap_tokens", overlap_tokens, "max_tokens", max_tokens)
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.token_counter = token_counter

@@ -8,7 +8,7 @@ paragraphs; the pipeline builds each chunk's context window from the chunk texts
 
 from __future__ import annotations
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register
+from transforms.chunking.base import Span, TokenCounter, chars4, check_int, register
 
 # Reused so that "paragraph" means exactly the same thing in both strategies.
 from transforms.chunking.paragraph import _paragraphs, _pieces
@@ -35,7 +35,9 @@ class ParagraphWindowChunker:
     by ADR-0006's characters / 4 estimate; the context window adds at most
     ``prev_chars + next_chars + 10`` characters on top. The cap is in characters, like the
     context budgets, so ``token_counter`` is accepted for the common constructor signature
-    but not used.
+    but not used. What is embedded is bounded in tokens by the config instead
+    (``max_embed_tokens``, 512 by default: :mod:`transforms.chunking.fitting` cuts a longer
+    paragraph and the context window is narrowed to fit).
 
     Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
 
@@ -51,11 +53,7 @@ class ParagraphWindowChunker:
     name = "paragraph-window"
 
     def __init__(self, *, max_chars: int = 8000, token_counter: TokenCounter = chars4) -> None:
-        # bool is an int subclass; a True from a sloppy config must not mean 1.
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool):
-            raise ValueError(f"max_chars must be an int, got {max_chars!r}")
-        if max_chars < 1:
-            raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+        check_int("max_chars", max_chars, 1)
         self.max_chars = max_chars
         self.token_counter = token_counter
 

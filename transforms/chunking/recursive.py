@@ -8,7 +8,16 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register, rstrip_end
+from transforms.chunking.base import (
+    ParameterError,
+    Span,
+    TokenCounter,
+    chars4,
+    check_int,
+    check_less,
+    register,
+    rstrip_end,
+)
 
 _NONSPACE = re.compile(r"\S")
 
@@ -82,23 +91,18 @@ class RecursiveChunker:
         separators: Sequence[str] | None = None,
         token_counter: TokenCounter = chars4,
     ) -> None:
-        for key, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
-            # bool is an int subclass; a True from a sloppy config must not mean 1.
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{key} must be an int, got {value!r}")
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-        if chunk_overlap < 0:
-            raise ValueError(f"chunk_overlap must be >= 0, got {chunk_overlap}")
-        if chunk_overlap >= chunk_size:
-            raise ValueError(f"chunk_overlap ({chunk_overlap}) must be < chunk_size ({chunk_size})")
+        check_int("chunk_size", chunk_size, 1)
+        check_int("chunk_overlap", chunk_overlap, 0)
+        check_less("chunk_overlap", chunk_overlap, "chunk_size", chunk_size)
         if separators is None:
             separators = DEFAULT_SEPARATORS
         # A bare string is a sequence of one-character strings: almost surely a mistake.
         if isinstance(separators, str) or not isinstance(separators, (list, tuple)):
-            raise ValueError(f"separators must be a list of strings, got {separators!r}")
+            raise ParameterError("{separators} must be a list of strings, got {0!r}", separators)
         if not separators or not all(isinstance(s, str) for s in separators):
-            raise ValueError(f"separators must be a non-empty list of strings, got {separators!r}")
+            raise ParameterError(
+                "{separators} must be a non-empty list of strings, got {0!r}", separators
+            )
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.separators: tuple[str, ...] = tuple(separators)

@@ -12,6 +12,7 @@ from transforms.chunking.base import (
     Span,
     TokenCounter,
     chars4,
+    check_int,
     register,
     rstrip_end,
 )
@@ -265,11 +266,7 @@ class SectionChunker:
     name = "section"
 
     def __init__(self, *, max_tokens: int = 512, token_counter: TokenCounter = chars4) -> None:
-        # bool is an int subclass; a True from a sloppy config must not mean 1.
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-            raise ValueError(f"max_tokens must be an int, got {max_tokens!r}")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        check_int("max_tokens", max_tokens, 1)
         if not callable(token_counter):
             raise ValueError(f"token_counter must be callable, got {token_counter!r}")
         self.max_tokens = max_tokens

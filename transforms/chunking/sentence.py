@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-from transforms.chunking.base import Span, TokenCounter, chars4, register, rstrip_end
+from transforms.chunking.base import (
+    Span,
+    TokenCounter,
+    chars4,
+    check_int,
+    check_less,
+    register,
+    rstrip_end,
+)
 
 _NONSPACE = re.compile(r"\S")
 _SPACE = re.compile(r"\s")
@@ -176,15 +184,8 @@ class SentenceChunker:
 
 
 def _check_sizes(chunk_size: object, chunk_overlap: object) -> None:
-    """Raise ``ValueError`` unless ``0 <= chunk_overlap < chunk_size`` are ints."""
-    for key, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
-        # bool is an int subclass; a True from a sloppy config must not mean 1.
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{key} must be an int, got {value!r}")
+    """Raise ``ParameterError`` unless ``0 <= chunk_overlap < chunk_size`` are ints."""
+    check_int("chunk_size", chunk_size, 1)
+    check_int("chunk_overlap", chunk_overlap, 0)
     assert isinstance(chunk_size, int) and isinstance(chunk_overlap, int)
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    if chunk_overlap < 0:
-        raise ValueError(f"chunk_overlap must be >= 0, got {chunk_overlap}")
-    if chunk_overlap >= chunk_size:
-        raise ValueError(f"chunk_overlap ({chunk_overlap}) must be < chunk_size ({chunk_size})")
+    check_less("chunk_overlap", chunk_overlap, "chunk_size", chunk_size)

