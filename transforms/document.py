@@ -24,6 +24,7 @@ from transforms.chunking import Span
 from transforms.chunking.context import context_windows
 from transforms.config import Chunking, ChunkingConfig
 from transforms.extract import Extracted, ExtractionError, extract, one_line
+from transforms.redact import redact_text, redact_uri
 from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 from transforms.versions import library_versions
 
@@ -54,12 +55,14 @@ class DocOutcome:
 def error_row(
     item: WorkItem, stage: str, reason: str, message: str, content_sha256: str | None = None
 ) -> dict[str, Any]:
+    """One errors/ row. The URI, and any URI the message quotes (an exception's text often
+    does), are redacted: a signed URL's signature never reaches a table."""
     return {
         "doc_id": item.doc_id,
-        "source_uri": item.uri,
+        "source_uri": redact_uri(item.uri),
         "stage": stage,
         "reason": reason,
-        "message": one_line(message),
+        "message": one_line(redact_text(message)),
         "size_bytes": item.size_bytes,
         "content_sha256": content_sha256,
         "versions": library_versions(),
@@ -163,7 +166,7 @@ def _chunk_rows(
     has_pages = doc.page_starts is not None
     constant: dict[str, object] = {
         "doc_id": doc_id,
-        "source_uri": item.uri,
+        "source_uri": redact_uri(item.uri),  # the document's identity; the read used item.uri
         "strategy": strategy,
         "config_fingerprint": chunking.config.fingerprint,
         "content_sha256": sha,
