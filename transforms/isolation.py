@@ -22,12 +22,14 @@ import json
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -40,6 +42,13 @@ ExtractFn = Callable[..., Extracted]
 _STARTUP_SECONDS = 120.0
 
 _HEADER = struct.Struct(">Q")
+
+# The only variables a parser child inherits (DESIGN rule: untrusted parsers run with a
+# minimal environment): what the interpreter and C libraries need to start and to decode
+# text. Credentials (AWS_*, GOOGLE_APPLICATION_CREDENTIALS, tokens...) never reach code that
+# parses hostile files. LD_LIBRARY_PATH: some Python installs cannot start without it.
+# PYTHONPATH is not passed: the parent's sys.path goes on the command line instead.
+_CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH")
 
 _BOOT = (
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
@@ -92,6 +101,7 @@ class IsolatedExtractor:
         self._memory_bytes = memory_mb * 1024 * 1024
         self._target = target
         self._proc: subprocess.Popen[bytes] | None = None
+        self._home: str | None = None
         self.starts = 0  # children started so far; for tests and metrics
 
     def __call__(self, path: str, data: bytes, **options: Any) -> Extracted:
@@ -144,25 +154,25 @@ class IsolatedExtractor:
     def _ensure_child(self) -> subprocess.Popen[bytes]:
         if self._proc is not None:
             return self._proc
+        self._home = tempfile.mkdtemp(prefix="chunkmill-parser-")
         proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, json.dumps([os.path.abspath(p) for p in sys.path])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            env=child_environment(os.environ, self._home),
+            cwd=self._home,
         )
         try:
             _write_frame(proc.stdin, (self._target, self._memory_bytes))
             ready = _read_frame(proc.stdout, deadline=time.monotonic() + _STARTUP_SECONDS)
         except (TimeoutError, EOFError, OSError) as e:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"the extraction child process did not start: {e!r}") from None
+            ready = e
+        self._proc = proc
         if ready != ("ready",):
-            proc.kill()
-            proc.wait()
+            self._discard()
             raise RuntimeError(f"the extraction child process did not start: {ready!r}")
         self.starts += 1
-        self._proc = proc
         return proc
 
     def _discard(self) -> int | None:
@@ -170,6 +180,7 @@ class IsolatedExtractor:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
+        home, self._home = self._home, None
         with contextlib.suppress(OSError):
             proc.kill()
         code = proc.wait()
@@ -177,7 +188,17 @@ class IsolatedExtractor:
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)  # whatever a parser left behind
         return code
+
+
+def child_environment(parent: Mapping[str, str], home: str) -> dict[str, str]:
+    """The parser child's whole environment: ``_CHILD_ENV_KEEP`` from ``parent``, and
+    ``home`` as its HOME and TMPDIR (a private folder removed with the child)."""
+    env = {name: parent[name] for name in _CHILD_ENV_KEEP if name in parent}
+    env["HOME"] = env["TMPDIR"] = home
+    return env
 
 
 class Extractor:
