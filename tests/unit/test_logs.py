@@ -66,3 +66,55 @@ def test_beam_traceback_of_an_error_ratio_stop_is_dropped_unless_debug(level, sh
         beam.exception("another step failed")
     messages = [r.getMessage() for r in caplog.records if r.name == logs.BEAM_STEP_FAILURES]
     assert messages == (["step failed"] if shown else []) + ["another step failed"]
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # Beam's worker start-up line, relayed inside a proto's text (quotes escaped)
+        (
+            "message: \"Pipeline_options: {\\'runner\\': \\'x\\', "
+            "\\'s3_secret_access_key\\': \\'SENTINEL1\\', "
+            "\\'s3_session_token\\': \\'SENTINEL2\\'}\"",
+            "message: \"Pipeline_options: {\\'runner\\': \\'x\\', "
+            "\\'s3_secret_access_key\\': \\'***\\', \\'s3_session_token\\': \\'***\\'}\"",
+        ),
+        (
+            "{'s3_access_key_id': 'SENTINEL', 'direct_num_workers': 2}",
+            "{'s3_access_key_id': '***', 'direct_num_workers': 2}",
+        ),
+        ('{"client_secret": "SENTINEL", "a": 1}', '{"client_secret": "***", "a": 1}'),
+        (
+            "args: --s3_secret_access_key=SENTINEL --runner=X",
+            "args: --s3_secret_access_key=*** --runner=X",
+        ),
+        ("db_password=SENTINEL;host=h", "db_password=***;host=h"),
+        ("reading https://u:SENTINEL@h/a.md", "reading https://h/a.md"),
+        (
+            "reading https://h/a.md?X-Amz-Signature=SENTINEL",
+            "reading https://h/a.md?X-Amz-Signature=***",
+        ),
+        # nothing secret: unchanged
+        ("{'s3_session_token': None, 'runner': 'x'}", "{'s3_session_token': None, 'runner': 'x'}"),
+        ("documents 6/6 (100%) failed 1", "documents 6/6 (100%) failed 1"),
+        ("GroupByKey done", "GroupByKey done"),
+    ],
+)
+def test_redact_message(message, expected):
+    assert logs.redact_message(message) == expected
+
+
+def test_every_record_of_the_process_is_redacted_whatever_its_logger(caplog):
+    logs.configure("debug")
+    options = {"s3_secret_access_key": "SENTINEL", "runner": "DirectRunner"}
+    logging.getLogger("apache_beam.runners.worker.sdk_worker_main").info(
+        "Pipeline_options: %s", options
+    )
+    logging.getLogger("some.library").debug("token=%s", "SENTINEL")
+    try:
+        raise RuntimeError("401 for https://u:SENTINEL@h/x")
+    except RuntimeError:
+        logging.getLogger("transforms.core").exception("failed")
+    assert len(caplog.records) == 3
+    assert "SENTINEL" not in caplog.text
+    assert "'s3_secret_access_key': '***'" in caplog.text
