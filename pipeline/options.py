@@ -59,6 +59,7 @@ class RunSettings:
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
+        from transforms.redact import redact_uri
         from transforms.versions import chunkmill_version
 
         return {
@@ -66,8 +67,9 @@ class RunSettings:
             "started_at": self.started_at,
             "chunkmill_version": chunkmill_version(),
             "schema_version": tio.schema.SCHEMA_VERSION,
-            "inputs": list(self.inputs),
-            "output": self.output,
+            # Patterns and prefix as chunkmill knows them: without credentials.
+            "inputs": [redact_uri(p) for p in self.inputs],
+            "output": redact_uri(self.output),
             "prior": {
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
