@@ -196,6 +196,8 @@ class _ProcessDocuments(_PerBundle):
         self._extractor = isolation.Extractor(
             self._config.limits, pdf_engine=self._config.pdf_engine
         )
+        # Long documents are chunked in that child too, under the same budgets.
+        self._chunk_in_child = document.ChunkInChild(self._extractor.call, self._config)
 
     def teardown(self) -> None:
         self._extractor.close()
@@ -241,7 +243,9 @@ class _ProcessDocuments(_PerBundle):
             return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))
-        return document.process_document(item, data, self._chunking, self._extractor)
+        return document.process_document(
+            item, data, self._chunking, self._extractor, self._chunk_in_child
+        )
 
 
 def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, list[str]]]:

@@ -105,22 +105,31 @@ class IsolatedExtractor:
         self.starts = 0  # children started so far; for tests and metrics
 
     def __call__(self, path: str, data: bytes, **options: Any) -> Extracted:
+        result: Extracted = self.call(None, path, data, **options)
+        return result
+
+    def call(self, fn: Callable[..., Any] | None, path: str, data: bytes, **options: Any) -> Any:
+        """``fn(path, data, **options)`` in the child, under the same budgets and with the
+        same errors as ``__call__`` (which is ``call(None, ...)``: the child's ``target``).
+        ``fn`` must be a module-level function (pickled by reference), its result picklable."""
         if self._proc is not None and self._proc.poll() is not None:
             self._discard()  # died between documents (killed from outside): not this one's fault
         proc = self._ensure_child()
+        request = (fn, path, data, options)
         try:
-            _write_frame(proc.stdin, (path, data, options))
+            _write_frame(proc.stdin, request)
         except (BrokenPipeError, OSError):
             # The child died between documents; one fresh child gets one more try.
             self._discard()
             proc = self._ensure_child()
-            _write_frame(proc.stdin, (path, data, options))
+            _write_frame(proc.stdin, request)
         try:
             reply = _read_frame(proc.stdout, deadline=time.monotonic() + self._timeout)
         except TimeoutError:
             self._discard()
             raise ExtractionError(
-                "timeout", f"extraction took longer than {self._timeout:g} s; the parser was killed"
+                "timeout",
+                f"the document took longer than {self._timeout:g} s; its process was killed",
             ) from None
         except EOFError:
             code = self._discard()
@@ -233,6 +242,10 @@ class Extractor:
                 raise
             return self._isolated(path, data, **{**self._options, "pdf_engine": "pypdf"})
 
+    def call(self, fn: Callable[..., Any], path: str, data: bytes, **options: Any) -> Any:
+        """``fn(path, data, **options)`` in this instance's child: ``IsolatedExtractor.call``."""
+        return self._isolated.call(fn, path, data, **options)
+
     def close(self) -> None:
         self._isolated.close()
 
@@ -335,12 +348,12 @@ def _serve() -> None:
     _write_frame(out, ("ready",))
     while True:
         try:
-            path, data, options = _read_frame(inp)
+            fn, path, data, options = _read_frame(inp)
         except EOFError:
             return
         fatal = False
         try:
-            reply: tuple[Any, ...] = ("ok", target(path, data, **options))
+            reply: tuple[Any, ...] = ("ok", (fn or target)(path, data, **options))
         except ExtractionError as e:
             reply = ("error", e.reason, e.message)
         except MemoryError:
@@ -359,4 +372,4 @@ def _serve() -> None:
 
 def _memory_reply(memory_bytes: int) -> tuple[str, str, str]:
     mb = memory_bytes // (1024 * 1024)
-    return ("error", "memory", f"extraction needed more than the {mb} MB memory budget")
+    return ("error", "memory", f"the document needed more than the {mb} MB memory budget")
