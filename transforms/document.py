@@ -111,10 +111,10 @@ def too_large(item: WorkItem, max_document_bytes: int | None) -> DocOutcome | No
 # decoded and chunked in the parser child, under the time and memory budgets of ``Limits``;
 # a shorter one in the worker. Chunking costs up to ~2 KB of rows per chunk and a chunk can
 # be as short as a 4-byte heading ("# h\n"), so a document of N bytes can need ~500 N
-# bytes: 128 MB at this size, which the worker affords, 8 GB at 16 MB, which it does not.
-# Below it the round trip would cost more than the work (README, "Isolation and limits":
-# sending the text and its rows across costs about as much as chunking them), and most
-# documents of a corpus are below it.
+# bytes: 128 MB at this size, which a worker affords, 8 GB at 16 MB, which it does not.
+# Measured (python -m benchmarks.isolation --chunking, Markdown prose): sending the bytes
+# over and the rows back costs ~3 ms on 16 KB (8x the work itself) but ~20-50% from 256 KB
+# up, so the most common, short documents stay in the worker.
 CHUNK_IN_CHILD_ABOVE = 256 * 1024
 
 # ``chunk_in_child(item, data, content_sha256, extracted)``: see ``ChunkInChild``.
