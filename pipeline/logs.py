@@ -79,7 +79,10 @@ class RedactSecrets(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: logging reports it when the record is emitted
+            return True
         redacted = redact_message(message)
         if redacted != message:
             record.msg, record.args = redacted, ()

@@ -118,3 +118,10 @@ def test_every_record_of_the_process_is_redacted_whatever_its_logger(caplog):
     assert len(caplog.records) == 3
     assert "SENTINEL" not in caplog.text
     assert "'s3_secret_access_key': '***'" in caplog.text
+
+
+def test_a_record_that_cannot_be_formatted_is_left_to_logging_s_own_error_path():
+    logs.configure("info")
+    make = logging.getLogRecordFactory()
+    record = make("pipeline.x", logging.INFO, "f.py", 1, "%d items", ("not a number",), None)
+    assert (record.msg, record.args) == ("%d items", ("not a number",))
