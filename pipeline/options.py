@@ -211,7 +211,8 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=defaults.timeout_seconds,
         metavar="SECONDS",
-        help="time one document may spend in a parser before it is killed and recorded as a "
+        help="time one document may spend in a parser (or, over 256 KB, in decoding and "
+        "chunking) before it is killed and recorded as a "
         f"timeout error (default {defaults.timeout_seconds:g})",
     )
     run.add_argument(
@@ -219,7 +220,8 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=defaults.memory_mb,
         metavar="MB",
-        help="memory one document's parser may use before it is stopped and recorded as a "
+        help="memory one document's parser (or, over 256 KB, its decoding and chunking) may "
+        "use before it is stopped and recorded as a "
         f"memory error (default {defaults.memory_mb})",
     )
     run.add_argument(
