@@ -158,6 +158,8 @@ def process_document(
             doc = extract_text(item.uri, data)
     except ExtractionError as e:
         return failed(item, "extract", e.reason, e.message, sha)
+    except MemoryError:
+        raise  # in a child, the memory budget's ``memory`` error
     except Exception as e:  # a parser bug must cost one document, not the run
         return failed(item, "extract", "corrupt", f"{type(e).__name__}: {e}", sha)
     if chunk_in_child is not None and len(doc.text) > CHUNK_IN_CHILD_ABOVE:
