@@ -34,7 +34,14 @@ DEFAULT_RUNNER = "DirectRunner"
 
 
 class UsageError(Exception):
-    """A bad flag or argument; the CLI prints ``chunkmill: error: <message>`` and exits 2."""
+    """A bad flag or argument; the CLI prints ``chunkmill: error: <message>`` and exits 2.
+    A URI the message quotes (an ``--input`` pattern, an ``--output``) shows without
+    credentials."""
+
+    def __str__(self) -> str:
+        from transforms.redact import redact_text
+
+        return redact_text(super().__str__())
 
 
 class _Parser(argparse.ArgumentParser):

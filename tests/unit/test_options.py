@@ -131,3 +131,16 @@ def test_prior_manifest_that_is_not_parquet_is_one_line(docs, tmp_path, capsys):
     code = main(["run", "--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "part-0.parquet" in err, err
+
+
+def test_a_usage_error_quoting_a_uri_shows_no_credential(tmp_path, capsys):
+    from pipeline.cli import main
+    from pipeline.options import UsageError
+
+    signed = "s3://key:SENTINEL@bucket/docs/*?X-Amz-Signature=SENTINEL"
+    err = UsageError(f"argument --input: {signed!r} matches no file")
+    assert str(err) == "argument --input: 's3://bucket/docs/*?X-Amz-Signature=***' matches no file"
+    argv = ["run", "--input", "memory://u:SENTINEL@h/none-*.md", "--output", str(tmp_path)]
+    assert main(argv) == 2
+    err_text = capsys.readouterr().err
+    assert "argument --input" in err_text and "SENTINEL" not in err_text
