@@ -6,7 +6,10 @@ One long-lived child per ``IsolatedExtractor`` (one per DoFn instance, created i
 not one process per document: starting Python and importing pypdf/pypdfium2/lxml takes about
 half a second, sending one small PDF to a warm child and its text back well under a
 millisecond (see README, "Isolation and limits"). The child is replaced only after it was
-killed (time budget), ran out of memory, or crashed.
+killed (time budget), ran out of memory, or crashed. The same child decodes and chunks long
+documents (``IsolatedExtractor.call``, used by ``transforms.document.ChunkInChild``), so
+chunking has the same budgets. It runs with a minimal environment (``child_environment``):
+no credential of the worker reaches code that parses untrusted files.
 
 The protocol is private: length-prefixed pickle frames over the child's stdin/stdout, so it
 needs no ``multiprocessing`` start method (fork is unsafe in a threaded Beam worker; spawn
