@@ -219,7 +219,8 @@ class Extractor:
     plain text, Markdown, reStructuredText and code are decoded in-process. Decoding is
     bounded (linear time; memory a small multiple of the bytes, which
     ``--max-document-bytes`` caps) and cannot hang, so a round trip to a child would only
-    cost time on the most common documents.
+    cost time on the most common documents. (Chunking is not bounded that way: a long
+    document is decoded and chunked in the child through ``call``.)
 
     Callable like ``extract``; ``options`` are passed on to it.
     """
