@@ -31,7 +31,14 @@ DEFAULT_RUNNER = "DirectRunner"
 
 
 class UsageError(Exception):
-    """A bad flag or argument; the CLI prints ``chunkmill: error: <message>`` and exits 2."""
+    """A bad flag or argument; the CLI prints ``chunkmill: error: <message>`` and exits 2.
+    A URI the message quotes (an ``--input`` pattern, an ``--output``) shows without
+    credentials."""
+
+    def __str__(self) -> str:
+        from transforms.redact import redact_text
+
+        return redact_text(super().__str__())
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,14 +71,16 @@ class RunSettings:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
         from transforms import io as tio
+        from transforms.redact import redact_uri
 
         return {
             "run_id": self.run_id,
             "started_at": self.started_at,
             "chunkmill_version": chunkmill_version(),
             "schema_version": tio.schema.SCHEMA_VERSION,
-            "inputs": list(self.inputs),
-            "output": self.output,
+            # Patterns and prefix as chunkmill knows them: without credentials.
+            "inputs": [redact_uri(p) for p in self.inputs],
+            "output": redact_uri(self.output),
             "prior": {
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
@@ -249,7 +258,8 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=defaults.timeout_seconds,
         metavar="SECONDS",
-        help="time one document may spend in a parser before it is killed and recorded as a "
+        help="time one document may spend in a parser (or, over 256 KB, in decoding and "
+        "chunking) before it is killed and recorded as a "
         f"timeout error (default {defaults.timeout_seconds:g})",
     )
     run.add_argument(
@@ -257,7 +267,8 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=defaults.memory_mb,
         metavar="MB",
-        help="memory one document's parser may use before it is stopped and recorded as a "
+        help="memory one document's parser (or, over 256 KB, its decoding and chunking) may "
+        "use before it is stopped and recorded as a "
         f"memory error (default {defaults.memory_mb})",
     )
     run.add_argument(

@@ -47,6 +47,7 @@ from pipeline.options import RunSettings
 from transforms import ids, storage
 from transforms import io as tio
 from transforms.config import ChunkingConfig
+from transforms.redact import redact_uri
 
 _LOG = logging.getLogger(__name__)
 
@@ -219,11 +220,13 @@ def list_inputs(
             for f in storage.list_shard(item)
             if not (exclude and f.uri.startswith(exclude))
         ]
+        # Documents as a run knows them: by their redacted URI (transforms.redact).
+        uris = [redact_uri(f.uri) for f in found]
         parts.append(
             pa.table(
                 [
-                    [f.uri for f in found],
-                    [ids.doc_id(f.uri) for f in found],
+                    uris,
+                    [ids.doc_id(u) for u in uris],
                     [f.size_bytes for f in found],
                     [f.version for f in found],
                 ],
@@ -430,7 +433,7 @@ def render(plan: Plan, settings: RunSettings) -> str:
     c, e = plan.counts, plan.estimate
     prior = settings.prior_run_id or settings.prior_manifest or "none"
     lines = [
-        f"plan for {settings.output}  (prior: {prior})",
+        f"plan for {redact_uri(settings.output)}  (prior: {prior})",
         f"documents  listed {plan.listed}  new {c[NEW]}  changed {c[CHANGED]}  "
         f"unchanged {c[UNCHANGED]}  removed {c[REMOVED]}",
         f"to read    {_plural(c[NEW] + c[CHANGED], 'document')}, {human_bytes(e.bytes_to_read)} "

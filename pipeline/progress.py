@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from pipeline import graph, launch
 from pipeline.options import RunSettings
 from transforms.core import METRICS_NAMESPACE, PROGRESS_DONE, PROGRESS_LISTED, PROGRESS_READ
+from transforms.redact import redact_uri
 
 _LOG = logging.getLogger(__name__)
 
@@ -232,8 +233,8 @@ def start(settings: RunSettings, stream: TextIO | None = None) -> Reporter | _No
     _LOG.info(
         "run %s: %s -> %s (prior: %s)",
         settings.run_id,
-        ", ".join(settings.inputs),
-        settings.output,
+        ", ".join(redact_uri(p) for p in settings.inputs),
+        redact_uri(settings.output),
         settings.prior_run_id or settings.prior_manifest or "none",
     )
     if not _LOG.isEnabledFor(logging.INFO):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.redact import redact_uri
+
 
 def summary(report: dict[str, Any], seconds: float | None) -> str:
     """The run's counts in a few lines; ``seconds`` is the run's duration, if known."""
@@ -24,7 +26,8 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
         f"tokens to embed {c['tokens_to_embed']}",
         *_model_window_lines(report),
         *([f"time {seconds:.1f} s"] if seconds is not None else []),
-        f"output {report['output']}/runs/{report['run_id']}",
+        # An older _SUCCESS may still hold a credential: redacted again here.
+        f"output {redact_uri(report['output'])}/runs/{report['run_id']}",
     ]
     return "\n".join(lines)
 

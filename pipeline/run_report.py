@@ -30,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import report as run_summary
 from transforms import io as tio
+from transforms.redact import redact_text, redact_uri
 
 REPORT_FILE = "report.html"
 TOP_DOCUMENTS = 10
@@ -218,7 +219,7 @@ def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
     if parts:
         top = _compact(parts).sort_by([("new_chunks", "descending"), ("source_uri", "ascending")])
         stats.top_new = [
-            TopDocument(r["source_uri"], r["new_chunks"], r["new_tokens"])
+            TopDocument(redact_uri(r["source_uri"]), r["new_chunks"], r["new_tokens"])
             for r in top.slice(0, TOP_DOCUMENTS).to_pylist()
         ]
 
@@ -237,10 +238,11 @@ def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
         for row in t.to_pylist():
             e = stats.errors[row["reason"]]
             e.documents += 1
-            message = " ".join(row["message"].split())
+            # Redacted again: tables written before redaction existed may quote a signed URL.
+            message = " ".join(redact_text(row["message"]).split())
             if len(message) > _MESSAGE_CHARS:
                 message = message[: _MESSAGE_CHARS - 1] + "…"
-            e.examples.append((row["source_uri"], row["stage"], message))
+            e.examples.append((redact_uri(row["source_uri"]), row["stage"], message))
             e.examples = sorted(e.examples)[:ERROR_EXAMPLES]
 
 
@@ -371,8 +373,8 @@ def _header(r: dict[str, Any]) -> str:
             f'<span id="chunkmill_version">{_e(r.get("chunkmill_version", ""))}</span>'
             f' <span class="muted">(schema {_e(r.get("schema_version", ""))})</span>',
         ),
-        ("inputs", "<br>".join(f"<code>{_e(p)}</code>" for p in r.get("inputs", []))),
-        ("output", f"<code>{_e(r.get('output', ''))}</code>"),
+        ("inputs", "<br>".join(f"<code>{_e(redact_uri(p))}</code>" for p in r.get("inputs", []))),
+        ("output", f"<code>{_e(redact_uri(r.get('output', '')))}</code>"),
         (
             "diffed against",
             f'<code id="prior_run_id">{_e(prior.get("run_id") or "none")}</code>'

@@ -64,3 +64,10 @@ def pdfium_crashes(path: str, data: bytes, **options: Any) -> Extracted:
     if options.get("pdf_engine") != "pypdf":
         os.kill(os.getpid(), signal.SIGSEGV)
     return whose(path, data, **options)
+
+
+def environment(path: str, data: bytes, **options: Any) -> Extracted:
+    """Reports the child's environment and working folder, as JSON."""
+    import json
+
+    return Extracted(text=json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}), format="text")

@@ -24,6 +24,7 @@ from apache_beam.transforms import window
 from transforms import document, ids, isolation, prior, schema, storage
 from transforms.config import Chunking, ChunkingConfig
 from transforms.parquet_batches import ConcatTables, RowsToArrowTables
+from transforms.redact import redact_uri
 from transforms.types import REMOVE, PriorSummary, SourceFile, Verdict, WorkItem
 
 # One metrics namespace for the whole project.
@@ -73,7 +74,10 @@ _LISTED, _SUMMARY = 0, 1
 
 
 def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
-    return ids.doc_id(f.uri), (_LISTED, *f)
+    # A document is known by its redacted URI (``transforms.redact``): a re-signed URL of
+    # the same object is the same document, and no credential enters its doc_id. The
+    # listing's real URI travels on, to be read from.
+    return ids.doc_id(redact_uri(f.uri)), (_LISTED, *f)
 
 
 def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, ...]]:
@@ -195,6 +199,8 @@ class _ProcessDocuments(_PerBundle):
         self._extractor = isolation.Extractor(
             self._config.limits, pdf_engine=self._config.pdf_engine
         )
+        # Long documents are chunked in that child too, under the same budgets.
+        self._chunk_in_child = document.ChunkInChild(self._extractor.call, self._config)
 
     def teardown(self) -> None:
         self._extractor.close()
@@ -240,7 +246,9 @@ class _ProcessDocuments(_PerBundle):
             return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))
-        return document.process_document(item, data, self._chunking, self._extractor)
+        return document.process_document(
+            item, data, self._chunking, self._extractor, self._chunk_in_child
+        )
 
 
 def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, list[str]]]:

@@ -22,7 +22,8 @@ from typing import Any
 from transforms import ids
 from transforms.chunking import Span
 from transforms.config import Chunking, ChunkingConfig
-from transforms.extract import Extracted, ExtractionError, extract, one_line
+from transforms.extract import Extracted, ExtractionError, extract, one_line, uses_parser
+from transforms.redact import redact_text, redact_uri
 from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 from transforms.versions import library_versions
 
@@ -53,12 +54,14 @@ class DocOutcome:
 def error_row(
     item: WorkItem, stage: str, reason: str, message: str, content_sha256: str | None = None
 ) -> dict[str, Any]:
+    """One errors/ row. The URI, and any URI the message quotes (an exception's text often
+    does), are redacted: a signed URL's signature never reaches a table."""
     return {
         "doc_id": item.doc_id,
-        "source_uri": item.uri,
+        "source_uri": redact_uri(item.uri),
         "stage": stage,
         "reason": reason,
-        "message": one_line(message),
+        "message": one_line(redact_text(message)),
         "size_bytes": item.size_bytes,
         "content_sha256": content_sha256,
         "versions": library_versions(),
@@ -103,21 +106,45 @@ def too_large(item: WorkItem, max_document_bytes: int | None) -> DocOutcome | No
     )
 
 
+# A document whose text is longer than this (in characters; in bytes before decoding) is
+# decoded and chunked in the parser child, under the time and memory budgets of ``Limits``;
+# a shorter one in the worker. Chunking costs up to ~2 KB of rows per chunk and a chunk can
+# be as short as a 4-byte heading ("# h\n"), so a document of N bytes can need ~500 N
+# bytes: 128 MB at this size, which a worker affords, 8 GB at 16 MB, which it does not.
+# Measured (python -m benchmarks.isolation --chunking, Markdown prose): sending the bytes
+# over and the rows back costs ~3 ms on 16 KB (8x the work itself) but ~20-50% from 256 KB
+# up, so the most common, short documents stay in the worker.
+CHUNK_IN_CHILD_ABOVE = 256 * 1024
+
+# ``chunk_in_child(item, data, content_sha256, extracted)``: see ``ChunkInChild``.
+ChunkIsolated = Callable[[WorkItem, bytes, str, "Extracted | None"], "DocOutcome"]
+
+
 def process_document(
     item: WorkItem,
     data: bytes,
     chunking: Chunking,
     extract_text: Callable[[str, bytes], Extracted] | None = None,
+    chunk_in_child: ChunkIsolated | None = None,
 ) -> DocOutcome:
     """Decide the fate of one document; never raises for bad input.
 
     ``extract_text(uri, data)`` turns the bytes into text (default: ``extract`` in this
     process, with the config's PDF engine); the pipeline passes a
-    ``transforms.isolation.Extractor``, which adds the time and memory budgets."""
+    ``transforms.isolation.Extractor``, which adds the time and memory budgets.
+    ``chunk_in_child`` (the pipeline passes a ``ChunkInChild``) decodes and chunks a document
+    over ``CHUNK_IN_CHILD_ABOVE`` under the same budgets; without it, everything runs here."""
     config = chunking.config
     sha = ids.sha256_hex(data)
     if is_unchanged(item, sha, config):
         return DocOutcome(CARRIED_OVER, new_version=item.version)
+    if (
+        chunk_in_child is not None
+        and len(data) > CHUNK_IN_CHILD_ABOVE
+        and not uses_parser(item.uri, data)
+    ):
+        # Decoding and chunking both in the child: the bytes cross once, the text never.
+        return chunk_in_child(item, data, sha, None)
     try:
         if extract_text is None:
             doc = extract(
@@ -130,12 +157,23 @@ def process_document(
             doc = extract_text(item.uri, data)
     except ExtractionError as e:
         return failed(item, "extract", e.reason, e.message, sha)
+    except MemoryError:
+        raise  # in a child, the memory budget's ``memory`` error
     except Exception as e:  # a parser bug must cost one document, not the run
         return failed(item, "extract", "corrupt", f"{type(e).__name__}: {e}", sha)
+    if chunk_in_child is not None and len(doc.text) > CHUNK_IN_CHILD_ABOVE:
+        return chunk_in_child(item, b"", sha, doc)
+    return chunk_extracted(item, doc, sha, chunking)
+
+
+def chunk_extracted(item: WorkItem, doc: Extracted, sha: str, chunking: Chunking) -> DocOutcome:
+    """The ``processed`` outcome of an extracted document, or its ``chunk`` failure."""
     strategy = chunking.strategy_for(doc.format)
     try:
         chunker = chunking.chunker_for(doc.format, item.uri)
         spans, chunk_tokens = chunker.split_counted(doc.text)
+    except MemoryError:
+        raise  # not the chunker's bug: in a child, the memory budget's ``memory`` error
     except Exception as e:
         return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
     if not spans:
@@ -145,6 +183,57 @@ def process_document(
         item, doc, spans, chunk_tokens, sha, chunking, strategy, chunker.max_embed_tokens
     )
     return DocOutcome(PROCESSED, occurrences=occurrences)
+
+
+class ChunkInChild:
+    """Decodes (when ``extracted`` is None) and chunks one document in a parser child
+    (``call`` is ``transforms.isolation.Extractor.call``), so that a document whose chunking
+    would blow the time or memory budget costs that document only: a ``timeout`` or
+    ``memory`` errors/ row at stage ``chunk``, and the run goes on."""
+
+    def __init__(self, call: Callable[..., Any], config: ChunkingConfig) -> None:
+        self._call = call
+        self._config = config
+
+    def __call__(
+        self, item: WorkItem, data: bytes, sha: str, extracted: Extracted | None
+    ) -> DocOutcome:
+        try:
+            outcome: DocOutcome = self._call(
+                _process_in_child,
+                item.uri,
+                data,
+                item=item,
+                config=self._config,
+                sha=sha,
+                extracted=extracted,
+            )
+        except ExtractionError as e:
+            return failed(item, "chunk", e.reason, e.message, sha)
+        return outcome
+
+
+# The child's Chunking, built once per config (a tokenizer takes a while to load).
+_CHILD_CHUNKING: dict[str, Chunking] = {}
+
+
+def _process_in_child(
+    path: str,
+    data: bytes,
+    *,
+    item: WorkItem,
+    config: ChunkingConfig,
+    sha: str,
+    extracted: Extracted | None,
+) -> DocOutcome:
+    """Runs in the parser child (``ChunkInChild``)."""
+    chunking = _CHILD_CHUNKING.get(config.fingerprint)
+    if chunking is None:
+        _CHILD_CHUNKING.clear()
+        chunking = _CHILD_CHUNKING[config.fingerprint] = Chunking(config)
+    if extracted is None:
+        return process_document(item, data, chunking)
+    return chunk_extracted(item, extracted, sha, chunking)
 
 
 def _chunk_rows(
@@ -168,7 +257,7 @@ def _chunk_rows(
     has_pages = doc.page_starts is not None
     constant: dict[str, object] = {
         "doc_id": doc_id,
-        "source_uri": item.uri,
+        "source_uri": redact_uri(item.uri),  # the document's identity; the read used item.uri
         "strategy": strategy,
         "config_fingerprint": chunking.config.fingerprint,
         "content_sha256": sha,

@@ -6,7 +6,10 @@ One long-lived child per ``IsolatedExtractor`` (one per DoFn instance, created i
 not one process per document: starting Python and importing pypdf/pypdfium2/lxml takes about
 half a second, sending one small PDF to a warm child and its text back well under a
 millisecond (see README, "Isolation and limits"). The child is replaced only after it was
-killed (time budget), ran out of memory, or crashed.
+killed (time budget), ran out of memory, or crashed. The same child decodes and chunks long
+documents (``IsolatedExtractor.call``, used by ``transforms.document.ChunkInChild``), so
+chunking has the same budgets. It runs with a minimal environment (``child_environment``):
+no credential of the worker reaches code that parses untrusted files.
 
 The protocol is private: length-prefixed pickle frames over the child's stdin/stdout, so it
 needs no ``multiprocessing`` start method (fork is unsafe in a threaded Beam worker; spawn
@@ -22,12 +25,14 @@ import json
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -40,6 +45,13 @@ ExtractFn = Callable[..., Extracted]
 _STARTUP_SECONDS = 120.0
 
 _HEADER = struct.Struct(">Q")
+
+# The only variables a parser child inherits (DESIGN rule: untrusted parsers run with a
+# minimal environment): what the interpreter and C libraries need to start and to decode
+# text. Credentials (AWS_*, GOOGLE_APPLICATION_CREDENTIALS, tokens...) never reach code that
+# parses hostile files. LD_LIBRARY_PATH: some Python installs cannot start without it.
+# PYTHONPATH is not passed: the parent's sys.path goes on the command line instead.
+_CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH")
 
 _BOOT = (
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
@@ -92,25 +104,35 @@ class IsolatedExtractor:
         self._memory_bytes = memory_mb * 1024 * 1024
         self._target = target
         self._proc: subprocess.Popen[bytes] | None = None
+        self._home: str | None = None
         self.starts = 0  # children started so far; for tests and metrics
 
     def __call__(self, path: str, data: bytes, **options: Any) -> Extracted:
+        result: Extracted = self.call(None, path, data, **options)
+        return result
+
+    def call(self, fn: Callable[..., Any] | None, path: str, data: bytes, **options: Any) -> Any:
+        """``fn(path, data, **options)`` in the child, under the same budgets and with the
+        same errors as ``__call__`` (which is ``call(None, ...)``: the child's ``target``).
+        ``fn`` must be a module-level function (pickled by reference), its result picklable."""
         if self._proc is not None and self._proc.poll() is not None:
             self._discard()  # died between documents (killed from outside): not this one's fault
         proc = self._ensure_child()
+        request = (fn, path, data, options)
         try:
-            _write_frame(proc.stdin, (path, data, options))
+            _write_frame(proc.stdin, request)
         except (BrokenPipeError, OSError):
             # The child died between documents; one fresh child gets one more try.
             self._discard()
             proc = self._ensure_child()
-            _write_frame(proc.stdin, (path, data, options))
+            _write_frame(proc.stdin, request)
         try:
             reply = _read_frame(proc.stdout, deadline=time.monotonic() + self._timeout)
         except TimeoutError:
             self._discard()
             raise ExtractionError(
-                "timeout", f"extraction took longer than {self._timeout:g} s; the parser was killed"
+                "timeout",
+                f"the document took longer than {self._timeout:g} s; its process was killed",
             ) from None
         except EOFError:
             code = self._discard()
@@ -144,25 +166,25 @@ class IsolatedExtractor:
     def _ensure_child(self) -> subprocess.Popen[bytes]:
         if self._proc is not None:
             return self._proc
+        self._home = tempfile.mkdtemp(prefix="chunkmill-parser-")
         proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, json.dumps([os.path.abspath(p) for p in sys.path])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            env=child_environment(os.environ, self._home),
+            cwd=self._home,
         )
         try:
             _write_frame(proc.stdin, (self._target, self._memory_bytes))
             ready = _read_frame(proc.stdout, deadline=time.monotonic() + _STARTUP_SECONDS)
         except (TimeoutError, EOFError, OSError) as e:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"the extraction child process did not start: {e!r}") from None
+            ready = e
+        self._proc = proc
         if ready != ("ready",):
-            proc.kill()
-            proc.wait()
+            self._discard()
             raise RuntimeError(f"the extraction child process did not start: {ready!r}")
         self.starts += 1
-        self._proc = proc
         return proc
 
     def _discard(self) -> int | None:
@@ -170,6 +192,7 @@ class IsolatedExtractor:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
+        home, self._home = self._home, None
         with contextlib.suppress(OSError):
             proc.kill()
         code = proc.wait()
@@ -177,7 +200,17 @@ class IsolatedExtractor:
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)  # whatever a parser left behind
         return code
+
+
+def child_environment(parent: Mapping[str, str], home: str) -> dict[str, str]:
+    """The parser child's whole environment: ``_CHILD_ENV_KEEP`` from ``parent``, and
+    ``home`` as its HOME and TMPDIR (a private folder removed with the child)."""
+    env = {name: parent[name] for name in _CHILD_ENV_KEEP if name in parent}
+    env["HOME"] = env["TMPDIR"] = home
+    return env
 
 
 class Extractor:
@@ -186,7 +219,8 @@ class Extractor:
     plain text, Markdown, reStructuredText and code are decoded in-process. Decoding is
     bounded (linear time; memory a small multiple of the bytes, which
     ``--max-document-bytes`` caps) and cannot hang, so a round trip to a child would only
-    cost time on the most common documents.
+    cost time on the most common documents. (Chunking is not bounded that way: a long
+    document is decoded and chunked in the child through ``call``.)
 
     Callable like ``extract``; ``options`` are passed on to it.
     """
@@ -211,6 +245,10 @@ class Extractor:
             if e.reason != "corrupt" or self._options.get("pdf_engine") != "auto":
                 raise
             return self._isolated(path, data, **{**self._options, "pdf_engine": "pypdf"})
+
+    def call(self, fn: Callable[..., Any], path: str, data: bytes, **options: Any) -> Any:
+        """``fn(path, data, **options)`` in this instance's child: ``IsolatedExtractor.call``."""
+        return self._isolated.call(fn, path, data, **options)
 
     def close(self) -> None:
         self._isolated.close()
@@ -314,12 +352,12 @@ def _serve() -> None:
     _write_frame(out, ("ready",))
     while True:
         try:
-            path, data, options = _read_frame(inp)
+            fn, path, data, options = _read_frame(inp)
         except EOFError:
             return
         fatal = False
         try:
-            reply: tuple[Any, ...] = ("ok", target(path, data, **options))
+            reply: tuple[Any, ...] = ("ok", (fn or target)(path, data, **options))
         except ExtractionError as e:
             reply = ("error", e.reason, e.message)
         except MemoryError:
@@ -338,4 +376,4 @@ def _serve() -> None:
 
 def _memory_reply(memory_bytes: int) -> tuple[str, str, str]:
     mb = memory_bytes // (1024 * 1024)
-    return ("error", "memory", f"extraction needed more than the {mb} MB memory budget")
+    return ("error", "memory", f"the document needed more than the {mb} MB memory budget")

@@ -73,3 +73,35 @@ def test_a_real_process_answers_a_mistake_in_one_line(command, corpus, tmp_path)
         "chunkmill: error: argument --output"
     )
     assert done.stdout == ""
+
+
+def test_debug_logs_of_a_multi_process_run_never_print_secret_options(tmp_path):
+    """Beam's workers log their pipeline options at start-up, and the launcher relays those
+    lines at --log-level debug: the S3 secret must not be in them, nor anywhere written."""
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nhello world\n")
+    out = tmp_path / "out"
+    argv = [
+        "run",
+        "--input",
+        str(corpus / "*.md"),
+        "--output",
+        str(out),
+        "--log-level",
+        "debug",
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=1",
+        "--s3_access_key_id=SENTINEL-id",
+        "--s3_secret_access_key=SENTINEL-secret",
+        "--s3_session_token=SENTINEL-token",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True, check=True
+    )
+    assert "Pipeline_options" in done.stderr, "the line that used to carry them is still there"
+    assert "SENTINEL" not in done.stderr + done.stdout
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "_SUCCESS" for p in written)
+    for path in written:
+        assert b"SENTINEL" not in path.read_bytes(), path

@@ -274,3 +274,59 @@ def test_chunks_over_the_model_window_are_counted():
 def test_no_model_window_is_known_for_chars4(tables):
     (counts,) = tables["counts"]
     assert counts["chunks_over_model_window"] == 0
+
+
+SIGNED = "https://b.s3.amazonaws.com/c/s.md?X-Amz-Date={date}&X-Amz-Signature=SENTINEL{sig}"
+
+
+class QuotingStore(FakeStore):
+    """A store whose failures quote the URI, as HTTP clients' exceptions do."""
+
+    def __call__(self, uri: str) -> bytes:
+        if uri.endswith("fail"):
+            raise PermissionError(f"403 Forbidden for url: {uri}")
+        return super().__call__(uri)
+
+
+def test_a_signed_url_is_known_by_its_redacted_uri_and_a_new_signature_is_the_same_doc(
+    tmp_path,
+):
+    data = paragraphs("signed", "content")
+    first = SIGNED.format(date="20260101", sig="aaa")
+    rotated = SIGNED.format(date="20260102", sig="bbb")
+    failing = SIGNED.format(date="20260102", sig="ccc") + "&x=fail"
+    redacted = "https://b.s3.amazonaws.com/c/s.md?X-Amz-Date=***&X-Amz-Signature=***"
+
+    prior_rows = [
+        {**r, "is_new": True} for r in run_corpus({first: data}, [], row_group_rows=100)["manifest"]
+    ]
+    assert {r["source_uri"] for r in prior_rows} == {redacted}
+    assert {r["doc_id"] for r in prior_rows} == {ids.doc_id(redacted)}
+
+    parts = write_prior(prior_rows, str(tmp_path))
+    with TestPipeline(runner="FnApiRunner") as p:
+        files = p | "Files" >> beam.Create(
+            [SourceFile(rotated, len(data)), SourceFile(failing, 10)]
+        )
+        out = {"files": files, "prior": p | "Prior" >> beam.Create(parts)} | ChunkCorpus(
+            config=SMALL, read_bytes=QuotingStore({rotated: data})
+        )
+        for name, pc in out.items():
+            (
+                pc
+                | f"Collect{name}" >> beam.combiners.ToList()
+                | f"Keep{name}" >> beam.Map(_keep, name=name)
+            )
+    tables = {n: _COLLECTED.pop(n) for n in list(_COLLECTED)}
+    (counts,) = tables.pop("counts")
+    # Same bytes under a new signature: the same document, carried over, nothing to embed.
+    assert counts["docs_carried_over"] == 1 and counts["docs_processed"] == 0
+    assert counts["chunks_to_embed"] == 0 and counts["docs_removed"] == 0
+    (error,) = table_rows(tables["errors"])
+    assert error["reason"] == "read_failed"
+    assert (
+        "403 Forbidden for url: https://b.s3.amazonaws.com/c/s.md?X-Amz-Date=***"
+        in (error["message"])
+    )
+    for name, t in tables.items():
+        assert "SENTINEL" not in str(table_rows(t)), name

@@ -177,3 +177,55 @@ def test_new_rows_record_the_listing_version():
     out = document.process_document(it, data, Chunking(SMALL))
     assert out.status == document.PROCESSED
     assert {o["source_version"] for o in out.occurrences} == {V1}
+
+
+SECTIONS = ChunkingConfig.create("section", max_tokens=512)
+
+
+def _isolated_run(data: bytes, limits, uri: str = URI, config: ChunkingConfig = SMALL):
+    from transforms.isolation import Extractor
+
+    chunking = Chunking(config)
+    extractor = Extractor(limits)
+    try:
+        in_child = document.ChunkInChild(extractor.call, config)
+        doc = WorkItem(ids.doc_id(uri), uri, len(data))
+        out = document.process_document(doc, data, chunking, extractor, in_child)
+        # The same child (or its replacement) goes on with the next document.
+        after = document.process_document(
+            item(data=paragraphs("next")), paragraphs("next"), chunking, extractor, in_child
+        )
+    finally:
+        extractor.close()
+    assert after.status == document.PROCESSED
+    return out
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "timeout", "reason"), [(128, 600.0, "memory"), (4096, 0.5, "timeout")]
+)
+def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeout, reason):
+    from transforms.isolation import Limits
+
+    data = b"# h\n" * 1_000_000  # 4 MB: a million one-heading sections
+    limits = Limits(memory_mb=memory_mb, timeout_seconds=timeout)
+    out = _isolated_run(data, limits, config=SECTIONS)
+    assert out.status == document.FAILED
+    assert (out.error["stage"], out.error["reason"]) == ("chunk", reason)
+    assert out.error["content_sha256"] == ids.sha256_hex(data)
+
+
+@pytest.mark.parametrize("uri", ["/corpus/long.md", "/corpus/long.html"])
+def test_a_long_document_chunked_in_the_child_gives_the_same_rows(uri):
+    from transforms.isolation import Limits
+
+    body = paragraphs(*(f"word{i} " * 30 for i in range(2000))).decode()
+    if uri.endswith(".html"):  # extracted in the child, then chunked there from its text
+        body = f"<html><body><p>{body.replace(chr(10) * 2, '</p><p>')}</p></body></html>"
+    data = body.encode()
+    assert len(data) > document.CHUNK_IN_CHILD_ABOVE
+    isolated = _isolated_run(data, Limits(), uri)
+    doc = WorkItem(ids.doc_id(uri), uri, len(data))
+    here = document.process_document(doc, data, Chunking(SMALL))
+    assert isolated.status == here.status == document.PROCESSED
+    assert isolated.occurrences == here.occurrences

@@ -146,3 +146,33 @@ def test_auto_engine_falls_back_to_pypdf_when_pdfium_crashes(engine: str, falls_
             assert info.value.reason == "corrupt" and "SIGSEGV" in info.value.message
     finally:
         extractor.close()
+
+
+SECRETS = {
+    "AWS_ACCESS_KEY_ID": "SENTINEL-id",
+    "AWS_SECRET_ACCESS_KEY": "SENTINEL-secret",
+    "AWS_SESSION_TOKEN": "SENTINEL-session",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/SENTINEL/key.json",
+    "GITHUB_TOKEN": "SENTINEL-gh",
+    "DB_PASSWORD": "SENTINEL-db",
+    "MY_SERVICE_KEY": "SENTINEL-key",
+    "AZURE_STORAGE_CONNECTION_STRING": "SENTINEL-az",
+    "PYTHONPATH": "/SENTINEL/path",
+}
+
+
+def test_the_parser_child_gets_a_minimal_environment_and_no_secret(monkeypatch) -> None:
+    import json
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    with isolated(targets.environment) as iso:
+        seen = json.loads(iso("a.pdf", b"x").text)
+        home = seen["env"]["HOME"]
+        assert os.path.isdir(home)
+    env = seen["env"]
+    assert "SENTINEL" not in json.dumps(env)
+    assert set(env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH", "HOME", "TMPDIR"}
+    assert env["PATH"] == os.environ["PATH"]
+    assert env["TMPDIR"] == home == seen["cwd"] != os.environ.get("HOME")
+    assert not os.path.exists(home), "the child's private folder goes with it"

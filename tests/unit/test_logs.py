@@ -87,3 +87,62 @@ def test_a_workers_relayed_log_of_a_refused_run_is_dropped_unless_debug(caplog):
         assert messages == ([quoted] if shown else []) + [
             "Worker: severity: ERROR message: a real failure"
         ]
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # Beam's worker start-up line, relayed inside a proto's text (quotes escaped)
+        (
+            "message: \"Pipeline_options: {\\'runner\\': \\'x\\', "
+            "\\'s3_secret_access_key\\': \\'SENTINEL1\\', "
+            "\\'s3_session_token\\': \\'SENTINEL2\\'}\"",
+            "message: \"Pipeline_options: {\\'runner\\': \\'x\\', "
+            "\\'s3_secret_access_key\\': \\'***\\', \\'s3_session_token\\': \\'***\\'}\"",
+        ),
+        (
+            "{'s3_access_key_id': 'SENTINEL', 'direct_num_workers': 2}",
+            "{'s3_access_key_id': '***', 'direct_num_workers': 2}",
+        ),
+        ('{"client_secret": "SENTINEL", "a": 1}', '{"client_secret": "***", "a": 1}'),
+        (
+            "args: --s3_secret_access_key=SENTINEL --runner=X",
+            "args: --s3_secret_access_key=*** --runner=X",
+        ),
+        ("db_password=SENTINEL;host=h", "db_password=***;host=h"),
+        ("reading https://u:SENTINEL@h/a.md", "reading https://h/a.md"),
+        (
+            "reading https://h/a.md?X-Amz-Signature=SENTINEL",
+            "reading https://h/a.md?X-Amz-Signature=***",
+        ),
+        # nothing secret: unchanged
+        ("{'s3_session_token': None, 'runner': 'x'}", "{'s3_session_token': None, 'runner': 'x'}"),
+        ("documents 6/6 (100%) failed 1", "documents 6/6 (100%) failed 1"),
+        ("GroupByKey done", "GroupByKey done"),
+    ],
+)
+def test_redact_message(message, expected):
+    assert logs.redact_message(message) == expected
+
+
+def test_every_record_of_the_process_is_redacted_whatever_its_logger(caplog):
+    logs.configure("debug")
+    options = {"s3_secret_access_key": "SENTINEL", "runner": "DirectRunner"}
+    logging.getLogger("apache_beam.runners.worker.sdk_worker_main").info(
+        "Pipeline_options: %s", options
+    )
+    logging.getLogger("some.library").debug("token=%s", "SENTINEL")
+    try:
+        raise RuntimeError("401 for https://u:SENTINEL@h/x")
+    except RuntimeError:
+        logging.getLogger("transforms.core").exception("failed")
+    assert len(caplog.records) == 3
+    assert "SENTINEL" not in caplog.text
+    assert "'s3_secret_access_key': '***'" in caplog.text
+
+
+def test_a_record_that_cannot_be_formatted_is_left_to_logging_s_own_error_path():
+    logs.configure("info")
+    make = logging.getLogRecordFactory()
+    record = make("pipeline.x", logging.INFO, "f.py", 1, "%d items", ("not a number",), None)
+    assert (record.msg, record.args) == ("%d items", ("not a number",))

@@ -168,3 +168,16 @@ def test_values_of_beam_flags_are_not_stray_arguments(docs, tmp_path):
         "--runner", "FnApiRunner", "--experiments", "use_runner_v2", "--s3_disable_ssl",
         "--project", "p",
     )  # fmt: skip
+
+
+def test_a_usage_error_quoting_a_uri_shows_no_credential(tmp_path, capsys):
+    from pipeline.cli import main
+    from pipeline.options import UsageError
+
+    signed = "s3://key:SENTINEL@bucket/docs/*?X-Amz-Signature=SENTINEL"
+    err = UsageError(f"argument --input: {signed!r} matches no file")
+    assert str(err) == "argument --input: 's3://bucket/docs/*?X-Amz-Signature=***' matches no file"
+    argv = ["run", "--input", "memory://u:SENTINEL@h/none-*.md", "--output", str(tmp_path)]
+    assert main(argv) == 2
+    err_text = capsys.readouterr().err
+    assert "argument --input" in err_text and "SENTINEL" not in err_text

@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline import plan
+from pipeline.options import RunSettings
 from tests.helpers import SMALL, manifest_rows, paragraphs, summarise
 from transforms import document, ids, storage
 from transforms.config import ChunkingConfig
-from transforms.types import WorkItem
+from transforms.types import SourceFile, WorkItem
 
 FP = SMALL.fingerprint
 V1, V2 = "size=100;mtime=1.0", "size=120;mtime=2.0"
@@ -255,3 +256,28 @@ def test_summary_of_real_manifest_rows():
     assert summary["rows"] == len(rows) > 1
     assert summary["tokens"] == sum(r["token_count"] for r in rows)
     assert summary["current_config_rows"] == len(rows)
+
+
+def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(monkeypatch):
+    signed = "https://h/c/a.md?X-Amz-Signature=SENTINEL{}"
+    found = [
+        SourceFile(signed.format(1), 10, "v1"),
+        SourceFile(signed.format(2), 10, "v1"),  # the same object under another signature
+    ]
+    monkeypatch.setattr(storage, "plan", lambda pattern, billing_project=None: [found])
+    monkeypatch.setattr(storage, "list_shard", lambda item: iter(item))
+    got = plan.list_inputs(["https://u:SENTINEL@h/c/*"], None).to_pylist()
+    redacted = "https://h/c/a.md?X-Amz-Signature=***"
+    assert [(r["uri"], r["doc_id"]) for r in got] == [(redacted, ids.doc_id(redacted))]
+    settings = RunSettings(
+        inputs=("https://u:SENTINEL@h/c/*",),
+        output="s3://key:SENTINEL@bucket/out",
+        run_id="r",
+        prior_mode="none",
+        prior_manifest=None,
+        prior_run_id=None,
+        config=SMALL,
+    )
+    listing = plan.list_inputs(["https://u:SENTINEL@h/c/*"], None)
+    printed = plan.render(plan.compare(listing, plan._SUMMARY.empty_table(), SMALL), settings)
+    assert redacted in printed and "SENTINEL" not in printed

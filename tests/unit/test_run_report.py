@@ -302,3 +302,49 @@ def test_help_lists_both_commands(capsys):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "run" in text and "report" in text and "summarise a finished run" in text
+
+
+def test_no_credential_reaches_the_summary_the_page_or_success(out, capsys):
+    """A _SUCCESS and errors table that quote credentials (written before redaction, or by
+    hand): the printed summary and the page show none of them."""
+    run = out / "runs" / "r1"
+    report = json.loads((run / "_SUCCESS").read_text())
+    report["inputs"] = ["https://u:SENTINEL@h/c/*?sig=SENTINEL"]
+    report["output"] = f"s3://key:SENTINEL@{out}"
+    signed = "https://h/c/x.pdf?X-Amz-Signature=SENTINEL"
+    (error,) = _write_errors(run, [_error(signed, "corrupt", f"403 for {signed}")])
+    report["tables"]["errors"] = [error]
+    (run / "_SUCCESS").write_text(json.dumps(report))
+    assert main(["report", "--output", str(out)]) == 0
+    assert "SENTINEL" not in capsys.readouterr().out
+    page = (run / "report.html").read_text()
+    assert "X-Amz-Signature=***" in page and "SENTINEL" not in page
+
+
+def _write_errors(run: Path, rows: list[dict[str, Any]]) -> list[str]:
+    return [_write(run, "errors", 9, rows)]
+
+
+def test_the_run_report_of_settings_holds_no_credential():
+    from pipeline.options import RunSettings
+    from pipeline.report import summary
+    from tests.helpers import SMALL
+
+    settings = RunSettings(
+        inputs=("https://u:SENTINEL@h/c/*", "gs://b/x/**"),
+        output="s3://key:SENTINEL@bucket/out",
+        run_id="r",
+        prior_mode="none",
+        prior_manifest=None,
+        prior_run_id=None,
+        config=SMALL,
+    )
+    report = settings.report()
+    assert report["inputs"] == ["https://h/c/*", "gs://b/x/**"]
+    assert report["output"] == "s3://bucket/out"
+    counts = dict.fromkeys(
+        ["docs_listed", "docs_processed", "docs_carried_over", "docs_failed", "docs_removed"], 0
+    )
+    counts |= {"chunks_total": 0, "chunks_to_embed": 0, "chunks_removed": 0}
+    counts |= {"tokens_to_embed": 0, "failed_by_reason": {}}
+    assert "SENTINEL" not in summary({**report, "output": settings.output, "counts": counts}, 1.0)
