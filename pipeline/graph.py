@@ -21,7 +21,12 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
     files = p | "ListDocuments" >> tio.ListFiles(
-        settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
+        settings.inputs,
+        exclude_prefix=settings.output,
+        billing_project=settings.billing_project,
+        include=settings.include,
+        exclude=settings.exclude,
+        follow_symlinks=settings.follow_symlinks,
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
     reader = ObjectReader(billing_project=settings.billing_project)

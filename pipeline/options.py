@@ -55,6 +55,18 @@ class RunSettings:
     started_at: str = ""
     max_error_ratio: float | None = None  # None: off
     billing_project: str | None = None  # requester-pays buckets: the project billed
+    # What the listing leaves out or brings back (transforms.storage.ListingRules).
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+
+    def listing_rules(self) -> storage.ListingRules:
+        return storage.ListingRules(
+            include=self.include,
+            exclude=self.exclude,
+            follow_symlinks=self.follow_symlinks,
+            output=self.output,
+        )
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -67,6 +79,11 @@ class RunSettings:
             "chunkmill_version": chunkmill_version(),
             "schema_version": tio.schema.SCHEMA_VERSION,
             "inputs": list(self.inputs),
+            "listing": {
+                "include": list(self.include),
+                "exclude": list(self.exclude),
+                "follow_symlinks": self.follow_symlinks,
+            },
             "output": self.output,
             "prior": {
                 "mode": self.prior_mode,
@@ -321,6 +338,29 @@ def parse_runs(argv: Sequence[str]) -> RunsSettings:
 
 def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="glob, relative to the input's folder (the part of --input before its first "
+        "wildcard), of files to list even if their format is skipped by default (images, "
+        "audio, video, archives, fonts, binaries); repeatable; ** is zero or more folders",
+    )
+    run.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="glob, relative to the input's folder, of files to leave out (counted as "
+        "skipped); repeatable; wins over --include",
+    )
+    run.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="read symlinks whose target lies outside the input's folder (by default they "
+        "are skipped): this may read files outside the input",
+    )
+    run.add_argument(
         "--billing-project",
         metavar="PROJECT",
         help="project billed for reading requester-pays gs:// buckets (on s3://: agree to pay "
@@ -558,6 +598,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
     _prepare_filesystems(beam_args)
     _check_storage(inputs, output, args.billing_project)
+    try:
+        storage.ListingRules(include=tuple(args.include), exclude=tuple(args.exclude))
+    except ValueError as e:
+        flag = "--include" if "include" in str(e) else "--exclude"
+        raise UsageError(f"argument {flag}: {e}") from None
     for pattern in inputs:
         if not storage.has_match(pattern, args.billing_project):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
@@ -581,4 +626,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         max_error_ratio=args.max_error_ratio,
         billing_project=args.billing_project,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        follow_symlinks=args.follow_symlinks,
     )
