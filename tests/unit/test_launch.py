@@ -64,3 +64,11 @@ def test_template_parameters_map_to_chunkmill_flags(tmp_path):
     assert settings.run_id == "nightly-1"
     assert settings.config.description["params"] == {"max_tokens": 300, "overlap_tokens": 20}
     assert "--max_num_workers=3" in settings.beam_args
+
+
+def test_template_switches_take_true_or_false():
+    assert launch.template_args(["--follow_symlinks=true", "--exclude=drafts/**"]) == [
+        "--follow-symlinks",
+        "--exclude=drafts/**",
+    ]
+    assert launch.template_args(["--follow_symlinks=false"]) == []
