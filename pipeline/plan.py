@@ -48,7 +48,7 @@ from pipeline.options import RunSettings
 from transforms import ids, storage
 from transforms import io as tio
 from transforms.config import ChunkingConfig
-from transforms.types import SourceFile
+from transforms.types import ListingError, SourceFile
 
 _LOG = logging.getLogger(__name__)
 
@@ -220,12 +220,15 @@ def list_inputs(
     for pattern in patterns:
         # One pattern's listing is turned into Arrow columns at once, so no Python object per
         # file outlives its pattern.
-        found = [
-            f
-            for item in storage.plan(pattern, billing_project, rules)
-            for f in storage.list_shard(item, rules)
-            if isinstance(f, SourceFile)
-        ]
+        found = []
+        for item in storage.plan(pattern, billing_project, rules):
+            for f in storage.list_shard(item, rules):
+                if isinstance(f, SourceFile):
+                    found.append(f)
+                elif isinstance(f, ListingError):
+                    # run keeps the prior rows of documents under such a folder; this plan
+                    # counts them as removed.
+                    _LOG.warning("%s: %s (%s)", f.uri, f.reason, f.message)
         parts.append(
             pa.table(
                 [

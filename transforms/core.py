@@ -405,7 +405,8 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
 
 
 class ChunkCorpus(beam.PTransform):
-    """``{'files': PCollection[SourceFile], 'prior': PCollection[PriorPart]}`` →
+    """``{'files': PCollection[SourceFile | Skipped | ListingError], 'prior':
+    PCollection[PriorPart]}`` →
     ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
     PCollection[dict] (one element)}``.
 
@@ -414,6 +415,11 @@ class ChunkCorpus(beam.PTransform):
     no longer exists; errors one row per failed document. Every listed document is exactly one
     of processed, carried over or failed, and ``counts`` says how many of each. Tables come
     out as Arrow tables of ``transforms.schema``'s schemas, ready for ``WriteToParquetBatched``.
+
+    The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
+    listed documents; its errors are errors/ rows of stage ``list`` (``listing_errors``), and
+    a prior document under a folder that could not be listed keeps its rows
+    (``docs_kept_unlisted``) instead of being removed.
 
     ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
     row group through FileSystems). The prior manifest is joined twice, both times with

@@ -17,6 +17,15 @@ carried over unread (``transforms.document.is_unchanged_by_listing``):
 An object gone between listing and reading raises ``SourceVanished``. Names ending in ``/``
 (zero-byte "directory markers" that consoles create) are never listed.
 
+Every store reads a glob the same way, as a shell with globstar does (``glob_regex``): ``**``
+is zero or more folders, and a pattern naming a folder means everything under it. What the
+listing finds is judged by ``ListingRules`` (formats that are not text, --include, --exclude,
+the output prefix) and, on local disk, by file type and symlink target: a listing yields
+``SourceFile`` (to read), ``Skipped`` (left out on purpose, never read) and ``ListingError``
+(a folder that could not be listed, a name that cannot be recorded), and never raises for
+one bad folder or name. A read opens only regular files and takes at most the byte limit
+plus one.
+
 Listing is sharded for object stores: ``plan`` lists one level under a pattern's fixed part
 with a delimiter, giving the objects there and one shard per sub-prefix, and ``list_shard``
 lists one shard; ``transforms.io.ListFiles`` redistributes the shards between the two, so a
