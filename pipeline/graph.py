@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.options import DEFAULT_RUNNER, RunSettings
 from transforms import io as tio
 from transforms.core import ChunkCorpus
-from transforms.storage import ObjectReader
+from transforms.storage import ObjectReader, local_roots
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
@@ -29,7 +29,10 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
         follow_symlinks=settings.follow_symlinks,
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
-    reader = ObjectReader(billing_project=settings.billing_project)
+    # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
+    # symlink is followed at read time only into the input's folders.
+    within = None if settings.follow_symlinks else local_roots(settings.inputs)
+    reader = ObjectReader(billing_project=settings.billing_project, within=within)
     tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
         config=settings.config, read_bytes=reader
     )

@@ -274,6 +274,8 @@ class _ProcessDocuments(_PerBundle):
             return document.failed(item, "read", storage.VANISHED, str(e))
         except storage.SourceChanged as e:  # overwritten since the listing: read next run
             return document.failed(item, "read", storage.CHANGED, str(e))
+        except storage.SymlinkOutsideInput as e:  # swapped after the listing
+            return document.failed(item, "read", storage.SYMLINK_OUTSIDE_INPUT, str(e))
         except storage.NotRegularFile as e:
             return document.failed(item, "read", storage.NOT_REGULAR, str(e))
         except storage.SourceTooLarge as e:

@@ -537,6 +537,17 @@ def _list_beam(pattern: str, rules: ListingRules) -> Iterator[Listed]:
     yield from _screened(found, pattern_root(pattern), rules)
 
 
+def local_roots(patterns: Iterable[str]) -> tuple[str, ...]:
+    """The real folders local ``patterns`` list from (``pattern_root``): where a symlink met
+    when reading may lead (``ObjectReader(within=...)``)."""
+    roots = []
+    for p in patterns:
+        p = folder_pattern(p)
+        if kind(p) == "beam" and scheme(p) == "":
+            roots.append(os.path.realpath(pattern_root(p) or "."))
+    return tuple(sorted(set(roots)))
+
+
 def display_name(path: str) -> str:
     """``path`` as valid UTF-8 text: bytes a local file name holds that are not UTF-8 (which
     ``os`` hands over as lone surrogates, and Arrow refuses) shown as ``\\xNN``."""
@@ -751,6 +762,7 @@ def read_object(
     *,
     billing_project: str | None = None,
     max_bytes: int | None = None,
+    within: tuple[str, ...] | None = None,
 ) -> bytes:
     """All bytes of the object at ``uri``, as of the listed ``version`` where the store can pin
     it (see the module docstring).
@@ -758,7 +770,9 @@ def read_object(
     Raises ``SourceVanished`` when the object is gone and ``SourceChanged`` when it is no
     longer the listed version; ``SourceTooLarge`` when it holds more than ``max_bytes`` (at
     most ``max_bytes + 1`` are read, whatever the listing said); a local path also raises
-    ``LinkTargetMissing`` (a dangling symlink) and ``NotRegularFile`` (never read); other
+    ``LinkTargetMissing`` (a dangling symlink) and ``NotRegularFile`` (never read), and, given
+    ``within`` (real folder paths), ``SymlinkOutsideInput`` for a symlink whose target is
+    under none of them (checked again at read time: a link swapped after the listing); other
     errors (permission, network after retries) propagate. Compression is never inferred from
     the name: a ``.gz`` document is bytes to extract.
     """
@@ -770,7 +784,7 @@ def read_object(
     elif k == "fsspec":
         data = _read_fsspec(uri, version, max_bytes)
     elif scheme(uri) == "":
-        data = _read_local(uri, max_bytes)
+        data = _read_local(uri, max_bytes, within)
     else:
         try:
             with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -787,18 +801,41 @@ def read_object(
     return data
 
 
+class SymlinkOutsideInput(OSError):
+    """A symlink whose target lies outside the input, met when reading."""
+
+
+def _open_local(path: str, within: tuple[str, ...] | None) -> int:
+    """A descriptor of ``path`` opened for reading. Without ``within`` symlinks are followed
+    (the listing vetted them). With it, the last component is opened with O_NOFOLLOW; a
+    symlink there is resolved and opened only when its target lies under one of ``within``."""
+    if within is None:
+        return os.open(path, _OPEN_FLAGS)
+    try:
+        return os.open(path, _OPEN_FLAGS | _NOFOLLOW)
+    except OSError as e:
+        if e.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+    real = os.path.realpath(path)
+    if not any(real.startswith(root.rstrip("/") + "/") for root in within):
+        raise SymlinkOutsideInput(
+            f"{display_name(path)} is a symlink to {display_name(real)}, outside the input"
+        )
+    return os.open(real, _OPEN_FLAGS | _NOFOLLOW)
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 # O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of
 # waiting for a writer (fstat then refuses it); regular files ignore the flag.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _read_local(path: str, max_bytes: int | None) -> bytes:
+def _read_local(path: str, max_bytes: int | None, within: tuple[str, ...] | None) -> bytes:
     """A local file's bytes: only a regular file is read (checked on the opened descriptor,
     so nothing swapped in after the check is read), at most ``max_bytes + 1`` of them."""
     try:
-        # A symlink is followed here: the listing decided it may be (its target was inside
-        # the input, or --follow-symlinks); O_NOFOLLOW would refuse every one of them.
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = _open_local(path, within)
     except FileNotFoundError:
         if os.path.islink(path):
             raise LinkTargetMissing(
@@ -892,13 +929,22 @@ class ObjectReader:
     pins_versions = True
     bounds_reads = True  # takes max_bytes: see read_object
 
-    def __init__(self, *, billing_project: str | None = None) -> None:
+    def __init__(
+        self, *, billing_project: str | None = None, within: tuple[str, ...] | None = None
+    ) -> None:
         self.billing_project = billing_project
+        self.within = within  # see read_object; None: local symlinks are followed
 
     def __call__(
         self, uri: str, version: str | None = None, *, max_bytes: int | None = None
     ) -> bytes:
-        return read_object(uri, version, billing_project=self.billing_project, max_bytes=max_bytes)
+        return read_object(
+            uri,
+            version,
+            billing_project=self.billing_project,
+            max_bytes=max_bytes,
+            within=self.within,
+        )
 
 
 # ---------------------------------------------------------------------------------------------

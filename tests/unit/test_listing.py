@@ -265,3 +265,22 @@ def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
         f"ListingError {root}/locked {storage.LIST_FAILED}",
         f"SourceFile {root}/open.md ",
     ]
+
+
+def test_a_symlink_swapped_to_outside_after_the_listing_is_not_read(tmp_path: Path):
+    """The listing saw a link into the input; by the read it leads out: refused."""
+    secret = tmp_path / "outside.md"
+    secret.write_text("secret")
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "real.md").write_text("real")
+    (root / "link.md").symlink_to(root / "real.md")
+    within = storage.local_roots([f"{root}/**"])
+    assert within == (str(root),)
+    reader = storage.ObjectReader(within=within)
+    assert reader(f"{root}/link.md", None) == b"real"
+    (root / "link.md").unlink()
+    (root / "link.md").symlink_to(secret)
+    with pytest.raises(storage.SymlinkOutsideInput):
+        reader(f"{root}/link.md", None)
+    assert storage.ObjectReader()(f"{root}/link.md", None) == b"secret"  # nothing to keep in
