@@ -9,7 +9,7 @@ from pipeline import runners
 from pipeline.options import RunSettings
 from transforms import io as tio
 from transforms.core import ChunkCorpus
-from transforms.storage import ObjectReader
+from transforms.storage import ObjectReader, local_roots
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
@@ -21,10 +21,18 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
     files = p | "ListDocuments" >> tio.ListFiles(
-        settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
+        settings.inputs,
+        exclude_prefix=settings.output,
+        billing_project=settings.billing_project,
+        include=settings.include,
+        exclude=settings.exclude,
+        follow_symlinks=settings.follow_symlinks,
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_files)
-    reader = ObjectReader(billing_project=settings.billing_project)
+    # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
+    # symlink is followed at read time only into the input's folders.
+    within = None if settings.follow_symlinks else local_roots(settings.inputs)
+    reader = ObjectReader(billing_project=settings.billing_project, within=within)
     tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
         config=settings.config, read_bytes=reader
     )

@@ -166,14 +166,21 @@ def template_args(argv: Sequence[str]) -> list[str]:
     A template passes each parameter as ``--name=value``; metadata.json names chunkmill's
     options by their argparse ``dest`` (``max_tokens``: identifiers are valid parameter names
     everywhere Google validates them), so this maps ``--max_tokens=V`` back to
-    ``--max-tokens=V``. Everything else (Beam's own options) passes through unchanged.
+    ``--max-tokens=V``; a switch takes ``true`` or ``false`` (``--follow_symlinks=true`` is
+    ``--follow-symlinks``). Everything else (Beam's own options) passes through unchanged.
     """
-    flags = {a.dest: a.option_strings[-1] for a in run_parser()._actions if a.option_strings}
+    actions = {a.dest: a for a in run_parser()._actions if a.option_strings}
     out = []
     for arg in argv:
         name, sep, value = arg.partition("=")
-        if name.startswith("--") and name[2:] in flags and name[2:] != "help":
-            out.append(f"{flags[name[2:]]}{sep}{value}")
+        action = actions.get(name[2:]) if name.startswith("--") else None
+        if action is not None and action.dest != "help":
+            flag = action.option_strings[-1]
+            if action.nargs == 0:  # a switch
+                if value.lower() == "true":
+                    out.append(flag)
+            else:
+                out.append(f"{flag}{sep}{value}")
         else:
             out.append(arg)
     return out

@@ -22,6 +22,7 @@ from pipeline.usage import parser_flags, unrecognized
 from transforms.versions import chunkmill_version
 
 if TYPE_CHECKING:
+    from transforms import storage
     from transforms.config import ChunkingConfig
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
@@ -66,6 +67,20 @@ class RunSettings:
     max_removed_ratio: float | None = None  # None: off
     billing_project: str | None = None  # requester-pays buckets: the project billed
     run_id_given: bool = False  # --run-id given: a taken id is an error, not the next free one
+    # What the listing leaves out or brings back (transforms.storage.ListingRules).
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+
+    def listing_rules(self) -> storage.ListingRules:
+        from transforms import storage
+
+        return storage.ListingRules(
+            include=self.include,
+            exclude=self.exclude,
+            follow_symlinks=self.follow_symlinks,
+            output=self.output,
+        )
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -81,6 +96,11 @@ class RunSettings:
             # Patterns and prefix as chunkmill knows them: without credentials.
             "inputs": [redact_uri(p) for p in self.inputs],
             "output": redact_uri(self.output),
+            "listing": {
+                "include": list(self.include),
+                "exclude": list(self.exclude),
+                "follow_symlinks": self.follow_symlinks,
+            },
             "prior": {
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
@@ -397,6 +417,29 @@ def parse_runs(argv: Sequence[str]) -> RunsSettings:
 
 def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="glob, relative to the input's folder (the part of --input before its first "
+        "wildcard), of files to list even if their format is skipped by default (images, "
+        "audio, video, archives, fonts, binaries); repeatable; ** is zero or more folders",
+    )
+    run.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="glob, relative to the input's folder, of files to leave out (counted as "
+        "skipped); repeatable; wins over --include",
+    )
+    run.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="read symlinks whose target lies outside the input's folder (by default they "
+        "are skipped): this may read files outside the input",
+    )
+    run.add_argument(
         "--billing-project",
         metavar="PROJECT",
         help="project billed for reading requester-pays gs:// buckets (on s3://: agree to pay "
@@ -682,6 +725,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
     _prepare_filesystems(beam_args)
     _check_storage(inputs, output, args.billing_project)
+    try:
+        storage.ListingRules(include=tuple(args.include), exclude=tuple(args.exclude))
+    except ValueError as e:
+        flag = "--include" if "include" in str(e) else "--exclude"
+        raise UsageError(f"argument {flag}: {e}") from None
     for pattern in inputs:
         if not storage.has_match(pattern, args.billing_project):
             raise UsageError(f"argument --input: {pattern!r} matches no file")
@@ -711,4 +759,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         max_removed_ratio=args.max_removed_ratio,
         billing_project=args.billing_project,
         run_id_given=args.run_id is not None,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        follow_symlinks=args.follow_symlinks,
     )

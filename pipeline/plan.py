@@ -48,6 +48,7 @@ from transforms import ids, storage
 from transforms import io as tio
 from transforms.config import ChunkingConfig
 from transforms.redact import redact_uri
+from transforms.types import ListingError, SourceFile
 
 _LOG = logging.getLogger(__name__)
 
@@ -202,24 +203,32 @@ _LISTING = pa.schema(
 
 
 def list_inputs(
-    patterns: Sequence[str], exclude_prefix: str | None, billing_project: str | None = None
+    patterns: Sequence[str],
+    exclude_prefix: str | None,
+    billing_project: str | None = None,
+    rules: storage.ListingRules | None = None,
 ) -> pa.Table:
     """One row per listed object (``uri``, ``doc_id``, ``size``, ``version``), listed by the
     same code as ``transforms.io.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
     the versions are the store's own: GCS generation, S3 ETag, else size and mtime; directory
-    markers skipped): objects under ``exclude_prefix`` left out, an object matched by two
-    patterns once."""
-    exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
+    markers skipped) under the same ``rules`` (skipped objects and listing errors are not
+    rows): objects under ``exclude_prefix`` left out, an object matched by two patterns
+    once."""
+    if rules is None:
+        rules = storage.ListingRules(output=exclude_prefix)
     parts = []
     for pattern in patterns:
         # One pattern's listing is turned into Arrow columns at once, so no Python object per
         # file outlives its pattern.
-        found = [
-            f
-            for item in storage.plan(pattern, billing_project)
-            for f in storage.list_shard(item)
-            if not (exclude and f.uri.startswith(exclude))
-        ]
+        found = []
+        for item in storage.plan(pattern, billing_project, rules):
+            for f in storage.list_shard(item, rules):
+                if isinstance(f, SourceFile):
+                    found.append(f)
+                elif isinstance(f, ListingError):
+                    # run keeps the prior rows of documents under such a folder; this plan
+                    # counts them as removed.
+                    _LOG.warning("%s: %s (%s)", f.uri, f.reason, f.message)
         # Documents as a run knows them: by their redacted URI (transforms.redact).
         uris = [redact_uri(f.uri) for f in found]
         parts.append(
@@ -386,7 +395,9 @@ def _keep_first(kept: list[str], uri: str) -> None:
 def make_plan(settings: RunSettings) -> Plan:
     """Lists the inputs and reads the prior manifest (if any): reads no document, writes
     nothing."""
-    listing = list_inputs(settings.inputs, settings.output, settings.billing_project)
+    listing = list_inputs(
+        settings.inputs, settings.output, settings.billing_project, settings.listing_rules()
+    )
     _LOG.info("listed %d documents", listing.num_rows)
     if not settings.prior_files:
         prior = _SUMMARY.empty_table()

@@ -21,6 +21,7 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
         f"carried over {c['docs_carried_over']}  failed {c['docs_failed']}"
         + (f" ({failed})" if failed else "")
         + (f"  removed {c['docs_removed']}" if c["docs_removed"] else ""),
+        *_listing_line(c),
         f"chunks     total {c['chunks_total']}  new to embed {c['chunks_to_embed']}  "
         f"removed {c['chunks_removed']}",
         f"tokens to embed {c['tokens_to_embed']}",
@@ -46,3 +47,20 @@ def _model_window_lines(report: dict[str, Any]) -> list[str]:
         f"the model's input window of {window} tokens, and the model reads only their first "
         f"{window}; --max-embed-tokens {window} keeps every embedded text within it"
     ]
+
+
+def _listing_line(c: dict[str, Any]) -> list[str]:
+    """Objects the listing left out on purpose, folders it could not list, and documents
+    kept because of them; nothing when there were none (or the report predates them)."""
+    parts = []
+    if c.get("docs_skipped"):
+        why = ", ".join(f"{k} {v}" for k, v in sorted(c.get("skipped_by_reason", {}).items()))
+        parts.append(f"skipped {c['docs_skipped']} ({why}; not read, not failures)")
+    if c.get("listing_errors"):
+        why = ", ".join(
+            f"{k} {v}" for k, v in sorted(c.get("listing_errors_by_reason", {}).items())
+        )
+        parts.append(f"listing errors {c['listing_errors']} ({why})")
+    if c.get("docs_kept_unlisted"):
+        parts.append(f"kept unlisted {c['docs_kept_unlisted']} (under a folder that failed)")
+    return ["listing    " + "  ".join(parts)] if parts else []

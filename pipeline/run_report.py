@@ -277,6 +277,9 @@ COUNT_LABELS = {
     "docs_failed": "documents failed",
     "docs_removed": "documents removed (gone from the listing)",
     "docs_prior": "documents in the prior manifest",
+    "docs_kept_unlisted": "documents kept unlisted (under a folder that could not be listed)",
+    "docs_skipped": "objects skipped at listing (not read, not failures)",
+    "listing_errors": "listing errors (folders not listed, names not recorded)",
     "chunks_total": "chunks in the manifest",
     "chunks_new_occurrences": "chunk occurrences with a new hash",
     "chunks_to_embed": "chunks to embed (distinct new hashes)",
@@ -399,13 +402,20 @@ def _header(r: dict[str, Any]) -> str:
 
 def _counts(c: dict[str, Any]) -> str:
     rows = []
-    failed = c.get("failed_by_reason") or {}
+    # A count, and the key of its breakdown by reason.
+    breakdowns = {
+        "docs_failed": ("failed_by_reason", "failed by reason"),
+        "docs_skipped": ("skipped_by_reason", "skipped by reason"),
+        "listing_errors": ("listing_errors_by_reason", "listing errors by reason"),
+    }
     for key, label in COUNT_LABELS.items():
         if key in c:  # a run report of an older release may lack a count
             rows.append(f"<tr><th>{label}</th>{_num_cell(c[key], id_=key)}</tr>")
-        if key == "docs_failed" and failed:
-            detail = ", ".join(f"{_e(k)} {_n(v)}" for k, v in sorted(failed.items()))
-            rows.append(f'<tr><td class="muted">failed by reason</td><td>{detail}</td></tr>')
+        by_reason, title = breakdowns.get(key, ("", ""))
+        reasons = c.get(by_reason) or {} if by_reason else {}
+        if reasons:
+            detail = ", ".join(f"{_e(k)} {_n(v)}" for k, v in sorted(reasons.items()))
+            rows.append(f'<tr><td class="muted">{title}</td><td>{detail}</td></tr>')
     return f'<table id="counts">{"".join(rows)}</table>'
 
 

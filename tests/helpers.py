@@ -55,7 +55,7 @@ def summarise(rows: list[dict[str, Any]], per_part: int | None = None) -> tuple[
     """The summaries the pipeline makes of one document's prior rows (``prior.summaries``),
     its rows split into parts of ``per_part`` rows (default: one part). Columns the rows
     lack are null."""
-    names = ["doc_id", "source_version", "config_fingerprint", "content_sha256"]
+    names = ["doc_id", "source_version", "config_fingerprint", "content_sha256", "source_uri"]
     per_part = per_part or max(len(rows), 1)
     out: list[PriorSummary] = []
     for i in range(0, len(rows), per_part):

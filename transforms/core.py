@@ -25,7 +25,16 @@ from transforms import document, ids, isolation, prior, schema, storage
 from transforms.config import Chunking, ChunkingConfig
 from transforms.parquet_batches import ConcatTables, RowsToArrowTables
 from transforms.redact import redact_uri
-from transforms.types import REMOVE, PriorSummary, SourceFile, Verdict, WorkItem
+from transforms.types import (
+    KEEP,
+    REMOVE,
+    ListingError,
+    PriorSummary,
+    Skipped,
+    SourceFile,
+    Verdict,
+    WorkItem,
+)
 
 # One metrics namespace for the whole project.
 METRICS_NAMESPACE = "chunkmill"
@@ -54,6 +63,8 @@ _VERDICTS = "verdicts"
 _ERRORS = "errors"
 _COUNTS = "counts"
 _CHUNKS = "chunks"
+_SKIPPED = "skipped"
+_LIST_ERRORS = "list_errors"
 
 # Tags of the values grouped by hash bucket in the hash join.
 _CURRENT, _PRIOR = 0, 1
@@ -141,13 +152,28 @@ class _PerBundle(beam.DoFn):
             yield beam.pvalue.TaggedOutput(_COUNTS, window.GlobalWindows.windowed_value((name, n)))
 
 
+def under_failed_listing(uri: str | None, failed_prefixes: Iterable[str]) -> bool:
+    """Whether a document with source ``uri`` may be missing from the listing only because a
+    folder above it could not be listed. A document whose URI is unknown is under any
+    failure: a failure must never remove."""
+    prefixes = list(failed_prefixes)
+    if not prefixes:
+        return False
+    if uri is None:
+        return True
+    return any(uri == p.rstrip("/") or uri.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
 class _PlanDocs(_PerBundle):
     """Joins the listing with the prior summaries by doc_id: a listed document becomes a
     WorkItem carrying its summaries; a prior document no longer listed is removed whole (a
-    REMOVE verdict for each part it has rows in). An object listed twice (matched by two
-    patterns) is one document."""
+    REMOVE verdict for each part it has rows in), unless it lies under a folder whose listing
+    failed (``failed_prefixes``): then its rows are kept (``docs_kept_unlisted``). An object
+    listed twice (matched by two patterns) is one document."""
 
-    def process(self, element: tuple[str, Iterable[tuple[Any, ...]]]):
+    def process(
+        self, element: tuple[str, Iterable[tuple[Any, ...]]], failed_prefixes: Iterable[str] = ()
+    ):
         doc, values = element
         listed: list[SourceFile] = []
         summaries: list[PriorSummary] = []
@@ -175,11 +201,18 @@ class _PlanDocs(_PerBundle):
                 version=f.version,
             )
             return
-        if summaries:
-            self._tally["docs_prior"] += 1
+        if not summaries:
+            return
+        self._tally["docs_prior"] += 1
+        uri = next((s.source_uri for s in summaries if s.source_uri), None)
+        if under_failed_listing(uri, failed_prefixes):
+            self._tally["docs_kept_unlisted"] += 1
+            verdict = Verdict(doc, KEEP)
+        else:
             self._tally["docs_removed"] += 1
+            verdict = Verdict(doc, REMOVE)
         for s in summaries:
-            yield from self._hold(_VERDICTS, s.part, Verdict(doc, REMOVE))
+            yield from self._hold(_VERDICTS, s.part, verdict)
 
 
 class _ProcessDocuments(_PerBundle):
@@ -233,17 +266,34 @@ class _ProcessDocuments(_PerBundle):
                 yield from self._hold(_VERDICTS, part, verdict)
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
+        limit = self._config.limits.max_document_bytes
+        read: Any = self._read_bytes
         try:
-            if getattr(self._read_bytes, "pins_versions", False):
-                data = self._read_bytes(item.uri, item.version)  # type: ignore[call-arg]
+            if getattr(read, "bounds_reads", False):
+                # The listed size is not trusted: a file may have grown, or be a FIFO or a
+                # device whose listing said 0 bytes. The read itself stops past the limit.
+                data = read(item.uri, item.version, max_bytes=limit)
+            elif getattr(read, "pins_versions", False):
+                data = read(item.uri, item.version)
             else:
-                data = self._read_bytes(item.uri)
+                data = read(item.uri)
+        except storage.LinkTargetMissing as e:  # checked before SourceVanished, its base
+            return document.failed(item, "read", storage.LINK_TARGET_MISSING, str(e))
         except storage.SourceVanished as e:  # deleted since the listing
             return document.failed(item, "read", storage.VANISHED, str(e))
         except storage.SourceChanged as e:  # overwritten since the listing: read next run
             return document.failed(item, "read", storage.CHANGED, str(e))
+        except storage.SymlinkOutsideInput as e:  # swapped after the listing
+            return document.failed(item, "read", storage.SYMLINK_OUTSIDE_INPUT, str(e))
+        except storage.NotRegularFile as e:
+            return document.failed(item, "read", storage.NOT_REGULAR, str(e))
+        except storage.SourceTooLarge as e:
+            return document.failed(item, "read", storage.TOO_LARGE, str(e))
         except Exception as e:  # permission denied, network: one document's loss
-            return document.failed(item, "read", "read_failed", f"{type(e).__name__}: {e}")
+            message = storage.display_name(f"{type(e).__name__}: {e}")
+            return document.failed(item, "read", "read_failed", message)
+        if len(data) > limit:  # a reader that does not bound its reads
+            return document.failed(item, "read", storage.TOO_LARGE, f"{len(data)} bytes")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))
         return document.process_document(
@@ -317,8 +367,35 @@ def _first_ids(table: pa.Table) -> pa.Table:
     return pa.table({"chunk_hash": g["chunk_hash"], "chunk_id": g["chunk_id_min"]})
 
 
+def _split_listing(element: Any):
+    """The listing's three kinds of element apart: documents (main), skipped objects, and
+    listing errors (``ListFiles`` yields all three; a test may give documents only)."""
+    if isinstance(element, Skipped):
+        yield beam.pvalue.TaggedOutput(_SKIPPED, tuple(element))
+    elif isinstance(element, ListingError):
+        yield beam.pvalue.TaggedOutput(_LIST_ERRORS, tuple(element))
+    else:
+        yield element
+
+
+def _skipped_counts(skipped: tuple[str, str]) -> list[tuple[str, int]]:
+    return [("docs_skipped", 1), (f"skipped:{skipped[1]}", 1)]
+
+
+def _listing_error_counts(error: tuple[str, str, str]) -> list[tuple[str, int]]:
+    return [("listing_errors", 1), (f"listing_error:{error[1]}", 1)]
+
+
+def _listing_error_row(error: tuple[str, str, str]) -> dict[str, Any]:
+    uri, reason, message = error
+    item = WorkItem(ids.doc_id(redact_uri(uri)), uri, 0)  # known by its redacted URI
+    return document.error_row(item, "list", reason, message) | {"size_bytes": None}
+
+
 def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
-    """The run report's counts: every key present, failures broken down by reason."""
+    """The run report's counts: every key present, failures, skips and listing errors broken
+    down by reason. Skipped objects are not listed documents: ``docs_listed`` is still
+    ``docs_processed + docs_carried_over + docs_failed``."""
     keys = (
         "docs_listed",
         "docs_read",
@@ -327,6 +404,9 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "docs_failed",
         "docs_removed",
         "docs_prior",  # documents with rows in the prior manifest
+        "docs_kept_unlisted",
+        "docs_skipped",
+        "listing_errors",
         "chunks_total",
         "chunks_new_occurrences",
         "chunks_to_embed",
@@ -340,11 +420,19 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
     out["failed_by_reason"] = {
         k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("failed:")
     }
+    for prefix, name in (
+        ("skipped:", "skipped_by_reason"),
+        ("listing_error:", "listing_errors_by_reason"),
+    ):
+        out[name] = {
+            k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith(prefix)
+        }
     return out
 
 
 class ChunkCorpus(beam.PTransform):
-    """``{'files': PCollection[SourceFile], 'prior': PCollection[PriorPart]}`` →
+    """``{'files': PCollection[SourceFile | Skipped | ListingError], 'prior':
+    PCollection[PriorPart]}`` →
     ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
     PCollection[dict] (one element)}``.
 
@@ -353,6 +441,11 @@ class ChunkCorpus(beam.PTransform):
     no longer exists; errors one row per failed document. Every listed document is exactly one
     of processed, carried over or failed, and ``counts`` says how many of each. Tables come
     out as Arrow tables of ``transforms.schema``'s schemas, ready for ``WriteToParquetBatched``.
+
+    The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
+    listed documents; its errors are errors/ rows of stage ``list`` (``listing_errors``), and
+    a prior document under a folder that could not be listed keeps its rows
+    (``docs_kept_unlisted``) instead of being removed.
 
     ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
     row group through FileSystems). The prior manifest is joined twice, both times with
@@ -374,7 +467,23 @@ class ChunkCorpus(beam.PTransform):
         self._read_prior = read_prior
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        files, parts = inputs["files"], inputs["prior"]
+        listing, parts = inputs["files"], inputs["prior"]
+        split = listing | "SplitListing" >> beam.FlatMap(_split_listing).with_outputs(
+            _SKIPPED, _LIST_ERRORS, main="files"
+        )
+        files = split.files
+        # Two patterns may find the same object or fail on the same folder: once each.
+        skipped = split[_SKIPPED] | "DistinctSkipped" >> beam.Distinct()
+        list_errors = split[_LIST_ERRORS] | "DistinctListingErrors" >> beam.Distinct()
+        # A side input, not a join: folders that failed to list are few (a handful of
+        # prefixes on a bad night, none on a good one), and every unlisted prior document
+        # must be checked against all of them, which no key would group.
+        failed_prefixes = beam.pvalue.AsList(
+            list_errors
+            | "FailedPrefixes"
+            # Redacted, as the prior rows' source_uri they are compared with.
+            >> beam.FlatMap(lambda e: [redact_uri(e[0])] if e[1] == storage.LIST_FAILED else [])
+        )
         summarised = parts | "SummarisePrior" >> beam.ParDo(
             prior.SummariseParts(self._read_prior)
         ).with_outputs(prior.HASHES, main="summaries")
@@ -385,7 +494,10 @@ class ChunkCorpus(beam.PTransform):
             )
             | "FlattenByDoc" >> beam.Flatten()
             | "JoinPriorByDoc" >> beam.GroupByKey()
-            | "PlanDocs" >> beam.ParDo(_PlanDocs()).with_outputs(_VERDICTS, _COUNTS, main="work")
+            | "PlanDocs"
+            >> beam.ParDo(_PlanDocs(), failed_prefixes=failed_prefixes).with_outputs(
+                _VERDICTS, _COUNTS, main="work"
+            )
         )
         docs = planned.work | "ProcessDocuments" >> beam.ParDo(
             _ProcessDocuments(self._config, self._read_bytes)
@@ -419,7 +531,11 @@ class ChunkCorpus(beam.PTransform):
         ) | "FlattenManifest" >> beam.Flatten()
         removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
         chunks = marked[_CHUNKS] | "BatchChunks" >> beam.ParDo(ConcatTables())
-        errors = docs[_ERRORS] | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
+        errors = (
+            docs[_ERRORS],
+            list_errors | "ListingErrorRows" >> beam.Map(_listing_error_row),
+        ) | "FlattenErrors" >> beam.Flatten()
+        errors = errors | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
 
         counts = (
             (
@@ -427,6 +543,8 @@ class ChunkCorpus(beam.PTransform):
                 docs[_COUNTS],
                 marked[_COUNTS],
                 applied[prior.COUNTS],
+                skipped | "CountSkipped" >> beam.FlatMap(_skipped_counts),
+                list_errors | "CountListingErrors" >> beam.FlatMap(_listing_error_counts),
             )
             | "FlattenCounts" >> beam.Flatten()
             | "SumCounts" >> beam.CombinePerKey(sum)

@@ -39,12 +39,18 @@ def table_dir(output: str, run_id: str, table: str) -> str:
 
 
 class ListFiles(beam.PTransform):
-    """Glob patterns → ``PCollection[SourceFile]``, one per object a pattern matches.
+    """Glob patterns → one element per object a pattern matches: a ``SourceFile`` to read, a
+    ``Skipped`` object left out on purpose (a format that is not text, an --exclude match, a
+    FIFO or device, a symlink leading out of the input), or a ``ListingError`` (a folder that
+    could not be listed, a name that cannot be recorded). ``ChunkCorpus`` takes all three.
 
-    Objects under ``exclude_prefix`` (the output location, when a pattern covers it) are not
-    listed, nor are directory markers. Listing is sharded by prefix
-    (``transforms.storage.plan``) and the shards redistributed, so a large bucket is listed
-    by many workers. ``billing_project`` is the project billed for requester-pays buckets.
+    Globs read as a shell's with globstar (``transforms.storage.glob_regex``), and a folder
+    means everything under it. ``include``/``exclude`` are globs matched against the path
+    relative to the pattern's fixed folder (``transforms.storage.ListingRules``). Nothing
+    under ``exclude_prefix`` (the output location) is listed, by path or by real path, nor
+    are directory markers. Listing is sharded by prefix (``transforms.storage.plan``) and the
+    shards redistributed, so a large bucket is listed by many workers.
+    ``billing_project`` is the project billed for requester-pays buckets.
 
     Not de-duplicated and not redistributed: an object two patterns match comes twice, and
     the consumer groups by document next. ``ChunkCorpus``'s join by doc_id keeps one listing
@@ -58,23 +64,30 @@ class ListFiles(beam.PTransform):
         *,
         exclude_prefix: str | None = None,
         billing_project: str | None = None,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        follow_symlinks: bool = False,
     ) -> None:
         super().__init__()
         if not patterns:
             raise ValueError("ListFiles needs at least one pattern")
         self._patterns = list(patterns)
-        self._exclude = exclude_prefix.rstrip("/") + "/" if exclude_prefix else None
+        self._rules = storage.ListingRules(
+            include=tuple(include),
+            exclude=tuple(exclude),
+            follow_symlinks=follow_symlinks,
+            output=exclude_prefix,
+        )
         self._billing_project = billing_project
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        exclude = self._exclude
         return (
             pbegin
             | "Patterns" >> beam.Create(self._patterns)
-            | "Shard" >> beam.FlatMap(storage.plan, billing_project=self._billing_project)
+            | "Shard"
+            >> beam.FlatMap(storage.plan, billing_project=self._billing_project, rules=self._rules)
             | "SpreadShards" >> beam.Reshuffle()
-            | "ListShard" >> beam.FlatMap(storage.list_shard)
-            | "Keep" >> beam.Filter(lambda f: not (exclude and f.uri.startswith(exclude)))
+            | "ListShard" >> beam.FlatMap(storage.list_shard, rules=self._rules)
         )
 
 

@@ -41,7 +41,13 @@ from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Ver
 # travel in batches of a useful size.
 BUCKET_CHARS = 2
 
-_SUMMARY_COLUMNS = ["doc_id", "source_version", "config_fingerprint", "content_sha256"]
+_SUMMARY_COLUMNS = [
+    "doc_id",
+    "source_version",
+    "config_fingerprint",
+    "content_sha256",
+    "source_uri",
+]
 
 # Tagged output of SummariseParts and ApplyVerdicts.
 HASHES = "hashes"
@@ -161,13 +167,14 @@ def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     g = g.rename_columns([c.replace("_nulls_sum", "_null_count") for c in g.column_names])
     shared = {name: _shared(g, name) for name in _SUMMARY_COLUMNS[1:]}
     return [
-        (doc, PriorSummary(part, rows, version, fingerprint, sha))
-        for doc, rows, version, fingerprint, sha in zip(
+        (doc, PriorSummary(part, rows, version, fingerprint, sha, uri))
+        for doc, rows, version, fingerprint, sha, uri in zip(
             g["doc_id"].to_pylist(),
             g["doc_id_count"].to_pylist(),
             shared["source_version"],
             shared["config_fingerprint"],
             shared["content_sha256"],
+            shared["source_uri"],
             strict=True,
         )
     ]

@@ -22,6 +22,28 @@ class SourceFile(NamedTuple):
     version: str | None = None
 
 
+class Skipped(NamedTuple):
+    """An object the listing found and left out on purpose, never read: counted in the run
+    report by ``reason`` (``transforms.storage`` names the reasons), never a failure."""
+
+    uri: str
+    reason: str
+
+
+class ListingError(NamedTuple):
+    """What the listing could not do: a folder or prefix it could not list (``uri`` is the
+    folder; every prior document under it keeps its rows), or a name it cannot record. One
+    errors/ row each (stage ``list``)."""
+
+    uri: str
+    reason: str
+    message: str
+
+
+# What a listing yields.
+Listed = SourceFile | Skipped | ListingError
+
+
 @dataclass(frozen=True, slots=True)
 class PriorPart:
     """One row group of one prior manifest file: the unit the prior manifest is read in."""
@@ -53,6 +75,9 @@ class PriorSummary(NamedTuple):
     source_version: str | None
     config_fingerprint: str | None
     content_sha256: str | None
+    # The document's source URI, so a document missing from the listing can be told apart
+    # from one under a folder whose listing failed (kept, not removed).
+    source_uri: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
-from transforms import ids, schema
+from transforms import ids, schema, storage
 from transforms.config import ChunkingConfig
 from transforms.core import ChunkCorpus
-from transforms.types import SourceFile
+from transforms.types import ListingError, Skipped, SourceFile
 
 
 class FakeStore:
@@ -49,13 +49,14 @@ def run_corpus(
     *,
     row_group_rows: int = 3,
     config: ChunkingConfig = SMALL,
+    also_listed=(),
 ):
     """Runs ChunkCorpus with ``prior`` as a prior manifest file (small row groups, so
     documents span parts) and returns its tables as lists of rows (collected through a side
-    channel)."""
+    channel). ``also_listed``: skipped objects and listing errors the listing adds."""
     with tempfile.TemporaryDirectory() as d, TestPipeline(runner="FnApiRunner") as p:
         files = p | "Files" >> beam.Create(
-            [SourceFile(u, len(b)) for u, b in sorted(store.items())]
+            [SourceFile(u, len(b)) for u, b in sorted(store.items())] + list(also_listed)
         )
         parts = write_prior(prior, d, row_group_rows=row_group_rows)
         prior_pc = p | "Prior" >> beam.Create(parts)
@@ -330,3 +331,40 @@ def test_a_signed_url_is_known_by_its_redacted_uri_and_a_new_signature_is_the_sa
     )
     for name, t in tables.items():
         assert "SENTINEL" not in str(table_rows(t)), name
+
+
+def test_a_folder_that_failed_to_list_removes_nothing_under_it():
+    """A document missing from the listing because its folder could not be listed keeps its
+    rows; one missing from a folder that was listed is removed. The failure is an errors/ row
+    (stage list), skipped objects are counted apart from listed documents."""
+    old = {
+        "/c/top.md": paragraphs("top", "level"),
+        "/c/sub/deep/a.md": paragraphs("under", "failed"),
+        "/c/subway.md": paragraphs("sibling", "named", "alike"),  # not under /c/sub/
+    }
+    prior = [row for uri, data in sorted(old.items()) for row in manifest_rows(uri, data)]
+    tables = run_corpus(
+        {"/c/top.md": old["/c/top.md"]},
+        prior,
+        also_listed=[
+            ListingError("/c/sub", storage.LIST_FAILED, "PermissionError: denied"),
+            ListingError("/c/sub", storage.LIST_FAILED, "PermissionError: denied"),  # 2 patterns
+            Skipped("/c/fig.svg", storage.UNSUPPORTED_FORMAT),
+        ],
+    )
+    kept = by_uri(tables["manifest"], "/c/sub/deep/a.md")
+    assert sorted(r["chunk_id"] for r in kept) == sorted(
+        r["chunk_id"] for r in by_uri(prior, "/c/sub/deep/a.md")
+    )
+    assert by_uri(tables["removed"], "/c/sub/deep/a.md") == []
+    assert {r["source_uri"] for r in tables["removed"]} == {"/c/subway.md"}
+    assert [(e["source_uri"], e["stage"], e["reason"]) for e in tables["errors"]] == [
+        ("/c/sub", "list", storage.LIST_FAILED)
+    ]
+    (counts,) = tables["counts"]
+    assert counts["docs_kept_unlisted"] == 1
+    assert counts["docs_removed"] == 1
+    assert counts["docs_skipped"] == 1
+    assert counts["skipped_by_reason"] == {storage.UNSUPPORTED_FORMAT: 1}
+    assert counts["listing_errors_by_reason"] == {storage.LIST_FAILED: 1}
+    assert counts["docs_listed"] == 1 == counts["docs_carried_over"]

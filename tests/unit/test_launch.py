@@ -65,3 +65,11 @@ def test_template_parameters_map_to_chunkmill_flags(tmp_path):
     params = settings.config.description["params"]
     assert (params["max_tokens"], params["overlap_tokens"]) == (300, 20)
     assert "--max_num_workers=3" in settings.beam_args
+
+
+def test_template_switches_take_true_or_false():
+    assert launch.template_args(["--follow_symlinks=true", "--exclude=drafts/**"]) == [
+        "--follow-symlinks",
+        "--exclude=drafts/**",
+    ]
+    assert launch.template_args(["--follow_symlinks=false"]) == []

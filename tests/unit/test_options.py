@@ -28,6 +28,8 @@ from transforms import schema
         (["--input", "/nonexistent/**"], "/nonexistent/**"),
         (["--prior-manifest", "/nonexistent/run"], "--prior-manifest"),
         (["--max-tokens", "10", "--overlap-tokens", "10"], "--overlap-tokens (10) must be less"),
+        (["--exclude", "/abs/**"], "--exclude"),
+        (["--include", "gs://b/*.svg"], "--include"),
     ],
 )
 def test_bad_flag_is_one_line_naming_it(args, names, docs, tmp_path, capsys):

@@ -264,8 +264,8 @@ def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(mon
         SourceFile(signed.format(1), 10, "v1"),
         SourceFile(signed.format(2), 10, "v1"),  # the same object under another signature
     ]
-    monkeypatch.setattr(storage, "plan", lambda pattern, billing_project=None: [found])
-    monkeypatch.setattr(storage, "list_shard", lambda item: iter(item))
+    monkeypatch.setattr(storage, "plan", lambda pattern, billing_project=None, rules=None: [found])
+    monkeypatch.setattr(storage, "list_shard", lambda item, rules=None: iter(item))
     got = plan.list_inputs(["https://u:SENTINEL@h/c/*"], None).to_pylist()
     redacted = "https://h/c/a.md?X-Amz-Signature=***"
     assert [(r["uri"], r["doc_id"]) for r in got] == [(redacted, ids.doc_id(redacted))]

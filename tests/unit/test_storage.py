@@ -12,7 +12,7 @@ from google.api_core import exceptions as gexc
 
 from transforms import storage
 from transforms.storage import Shard
-from transforms.types import SourceFile
+from transforms.types import Skipped, SourceFile
 
 
 @pytest.mark.parametrize(
@@ -58,12 +58,12 @@ def test_object_store_patterns_list_one_level_then_shard_by_prefix(monkeypatch):
         "docs/b/",
     ]
     monkeypatch.setattr(storage, "_gcs_level", lambda pattern, base, bp: iter(level))
-    got = list(storage.plan("gs://bk/docs/**.md", billing_project="payer"))
-    assert got == [
+    got = set(storage.plan("gs://bk/docs/**.md", billing_project="payer"))
+    assert got == {
         SourceFile("gs://bk/docs/top.md", 3, "gen=1"),
         Shard("gs://bk/docs/**.md", "docs/a/", recursive=True, billing_project="payer"),
         Shard("gs://bk/docs/**.md", "docs/b/", recursive=True, billing_project="payer"),
-    ]
+    }
     # A pattern that cannot match below its level lists that level only.
     assert list(storage.plan("gs://bk/docs/*.md")) == [
         SourceFile("gs://bk/docs/top.md", 3, "gen=1")
@@ -75,8 +75,10 @@ def test_plan_of_one_object_or_a_local_pattern_is_one_shard(monkeypatch):
         raise AssertionError("no delimiter listing needed")
 
     monkeypatch.setattr(storage, "_s3_level", never)
+    # A key without a wildcard names one object, or everything under it as a folder.
     assert list(storage.plan("s3://bk/docs/a.md")) == [
-        Shard("s3://bk/docs/a.md", "docs/a.md", False)
+        Shard("s3://bk/docs/a.md", "docs/a.md", False),
+        Shard("s3://bk/docs/a.md/**", "docs/a.md/", True),
     ]
     assert list(storage.plan("/local/**")) == [Shard("/local/**")]
     assert list(storage.list_shard(SourceFile("s3://bk/x", 1, "v"))) == [
@@ -130,10 +132,13 @@ def memfs():
 
 def test_fsspec_listing_and_reading(memfs):
     listed = [f for s in storage.plan("memory://corpus/**") for f in storage.list_shard(s)]
-    assert sorted((f.uri, f.size_bytes) for f in listed) == [
+    assert sorted((f.uri, f.size_bytes) for f in listed if isinstance(f, SourceFile)) == [
         ("memory:///corpus/a.md", 5),
-        ("memory:///corpus/c.bin", 1),
         ("memory:///corpus/sub/b.txt", 4),
+    ]
+    # A format that is not text is left out, never read.
+    assert [f for f in listed if isinstance(f, Skipped)] == [
+        Skipped("memory:///corpus/c.bin", storage.UNSUPPORTED_FORMAT)
     ]
     assert storage.has_match("memory://corpus/*.md")
     assert not storage.has_match("memory://corpus/*.pdf")
@@ -223,29 +228,3 @@ def test_the_delimiter_listing_starts_at_the_whole_fixed_prefix(monkeypatch):
     got = list(storage.plan("gs://bk/docs/a*/**"))
     assert calls == ["docs/a"]
     assert got == [Shard("gs://bk/docs/a*/**", "docs/ab/", True)]  # docs/ab.md: no match
-
-
-@pytest.mark.parametrize(
-    "glob",
-    ["**", "*", "*.md", "sub/*", "**/*.txt", "[ab].md", "sub/", "s?b/**", "nothing/*"],
-)
-def test_local_listing_matches_beams_own_match(tmp_path: Path, glob: str):
-    """The local fast path lists exactly what Beam's FileSystems.match lists, with the same
-    sizes and modification times."""
-    from apache_beam.io.filesystems import FileSystems
-
-    for name in ("a.md", "b.md", "c.txt", "sub/d.md", "sub/e.txt", "sub/deep/f.txt"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(name * 3)
-    pattern = f"{tmp_path}/{glob}"
-    ours = sorted(storage._list_local(pattern))
-    beams = sorted(
-        SourceFile(
-            m.path,
-            m.size_in_bytes,
-            storage.source_version(m.size_in_bytes, m.last_updated_in_seconds),
-        )
-        for m in FileSystems.match([pattern])[0].metadata_list
-    )
-    assert ours == beams
-    assert ours or glob == "nothing/*"

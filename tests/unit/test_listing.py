@@ -1,0 +1,286 @@
+"""The input edge: globs as a shell reads them, only regular files opened, symlinks kept
+inside the input, odd names and unlistable folders recorded instead of failing or removing."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from transforms import storage
+from transforms.types import ListingError, Skipped, SourceFile
+
+TREE = (
+    "a.md",
+    "b.txt",
+    ".hidden.md",
+    "book/a.md",
+    "book/ch1/b.md",
+    "book/ch1/deep/c.md",
+    "book/ch2/d.txt",
+    "book/.notes/e.md",
+    "other/f.md",
+    "x[1].md",
+)
+
+
+def listing(pattern: str, rules: storage.ListingRules = storage.DEFAULT_RULES) -> list:
+    return [
+        x for item in storage.plan(pattern, rules=rules) for x in storage.list_shard(item, rules)
+    ]
+
+
+def uris(pattern: str, rules: storage.ListingRules = storage.DEFAULT_RULES) -> list[str]:
+    return sorted(x.uri for x in listing(pattern, rules) if isinstance(x, SourceFile))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for name in TREE:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "**",
+        "*",
+        "*.md",
+        "**/*.md",
+        "book/**/*.md",
+        "book/**",
+        "book/*/*.md",
+        "book/**/deep/*.md",
+        "**/ch?/*",
+        "book/ch[12]/*",
+        "book/ch[!1]/*",
+        "x[[]1].md",
+        "nothing/**",
+    ],
+)
+def test_local_globs_list_what_pythons_recursive_glob_finds(tree: Path, pattern: str):
+    """``**`` is zero or more folders, as in a shell with globstar and Python's glob."""
+    expected = sorted(
+        p
+        for p in glob.glob(f"{tree}/{pattern}", recursive=True, include_hidden=True)
+        if os.path.isfile(p)
+    )
+    assert uris(f"{tree}/{pattern}") == expected
+    assert expected or pattern == "nothing/**"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("book/**/*.md", "book/a.md", True),
+        ("book/**/*.md", "book/x/y/a.md", True),
+        ("book/**/*.md", "bookx/a.md", False),
+        ("**/*.md", "a.md", True),
+        ("*.md", "sub/a.md", False),
+        ("docs/**.md", "docs/a/b.md", True),  # ** inside a name crosses folders
+        ("a?c", "a/c", False),
+        ("[a-z].md", "/.md", False),
+        ("[!a].md", "/.md", False),
+        ("[]].md", "].md", True),
+    ],
+)
+def test_glob_regex(pattern: str, path: str, matches: bool):
+    import re
+
+    assert bool(re.fullmatch(storage.glob_regex(pattern), path)) is matches
+
+
+def test_a_folder_means_everything_under_it(tree: Path):
+    everything = uris(f"{tree}/book/**")
+    assert len(everything) == 5
+    assert uris(f"{tree}/book/") == everything
+    assert uris(f"{tree}/book") == everything
+
+
+def test_formats_that_are_not_text_are_skipped_unless_included(tree: Path):
+    (tree / "book" / "fig.svg").write_text("<svg><polygon points='0,0'/></svg>")
+    (tree / "book" / "photo.PNG").write_bytes(b"\x89PNG\r\n")
+    found = listing(f"{tree}/book/**")
+    assert sorted(x for x in found if isinstance(x, Skipped)) == [
+        Skipped(f"{tree}/book/fig.svg", storage.UNSUPPORTED_FORMAT),
+        Skipped(f"{tree}/book/photo.PNG", storage.UNSUPPORTED_FORMAT),
+    ]
+    rules = storage.ListingRules(include=("**/*.svg",), exclude=("ch1/**",))
+    got = uris(f"{tree}/book/**", rules)
+    assert f"{tree}/book/fig.svg" in got  # brought back
+    assert f"{tree}/book/photo.PNG" not in got
+    assert not any("/ch1/" in u for u in got)  # excluded, relative to the input's folder
+    assert Skipped(f"{tree}/book/ch1/b.md", storage.EXCLUDED) in listing(f"{tree}/book/**", rules)
+
+
+def test_rules_refuse_absolute_globs():
+    with pytest.raises(ValueError, match="relative"):
+        storage.ListingRules(exclude=("/etc/**",))
+
+
+def test_a_fifo_is_skipped_at_listing_and_never_opened(tmp_path: Path):
+    (tmp_path / "a.md").write_text("a")
+    os.mkfifo(tmp_path / "doc.md")
+    found = listing(f"{tmp_path}/**")
+    assert Skipped(f"{tmp_path}/doc.md", storage.NOT_REGULAR) in found
+    assert uris(f"{tmp_path}/**") == [f"{tmp_path}/a.md"]
+
+
+def test_a_read_refuses_a_fifo_and_stops_past_the_byte_limit(tmp_path: Path):
+    """A FIFO swapped in after the listing: the read returns at once (no writer ever
+    comes), refusing it; a file grown past the limit is read no further than limit + 1."""
+    os.mkfifo(tmp_path / "doc.md")
+    result: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            storage.read_object(str(tmp_path / "doc.md"), None, max_bytes=10)
+        except BaseException as e:
+            result.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():  # unblock the thread so the test process can end
+        with open(tmp_path / "doc.md", "wb"):
+            pass
+    assert result and isinstance(result[0], storage.NotRegularFile)
+    (tmp_path / "big.md").write_bytes(b"x" * 100)
+    with pytest.raises(storage.SourceTooLarge):
+        storage.read_object(str(tmp_path / "big.md"), None, max_bytes=10)
+    assert storage.read_object(str(tmp_path / "big.md"), None, max_bytes=100) == b"x" * 100
+
+
+def test_a_name_that_is_not_utf8_is_a_listing_error_not_a_crash(tmp_path: Path):
+    (tmp_path / "ok.md").write_text("ok")
+    bad = os.path.join(os.fsencode(tmp_path), b"caf\xe9.md")
+    with open(bad, "wb") as f:
+        f.write(b"x")
+    found = listing(f"{tmp_path}/**")
+    errors = [x for x in found if isinstance(x, ListingError)]
+    assert [(e.uri, e.reason) for e in errors] == [(f"{tmp_path}/caf\\xe9.md", storage.BAD_NAME)]
+    errors[0].uri.encode("utf-8")  # recordable
+    assert uris(f"{tmp_path}/**") == [f"{tmp_path}/ok.md"]
+
+
+def test_symlinks_stay_inside_the_input(tmp_path: Path):
+    secret = tmp_path / "outside" / "credentials.md"
+    secret.parent.mkdir()
+    secret.write_text("aws_secret_access_key = x")
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "real.md").write_text("real")
+    (root / "creds.md").symlink_to(secret)
+    (root / "alias.md").symlink_to(root / "real.md")
+    found = listing(f"{root}/**")
+    assert Skipped(f"{root}/creds.md", storage.SYMLINK_OUTSIDE_INPUT) in found
+    assert uris(f"{root}/**") == [f"{root}/alias.md", f"{root}/real.md"]
+    assert f"{root}/creds.md" in uris(f"{root}/**", storage.ListingRules(follow_symlinks=True))
+
+
+def test_a_dangling_symlink_is_listed_and_its_read_says_so(tmp_path: Path):
+    (tmp_path / "target.md").write_text("t")
+    (tmp_path / "link.md").symlink_to(tmp_path / "target.md")
+    (tmp_path / "target.md").unlink()
+    assert uris(f"{tmp_path}/**") == [f"{tmp_path}/link.md"]
+    with pytest.raises(storage.LinkTargetMissing):
+        storage.read_object(f"{tmp_path}/link.md", None)
+
+
+def test_the_output_is_excluded_by_its_real_path(tmp_path: Path):
+    real_out = tmp_path / "in" / "out"
+    (real_out / "runs").mkdir(parents=True)
+    (real_out / "runs" / "x.md").write_text("output")
+    (tmp_path / "in" / "doc.md").write_text("doc")
+    (tmp_path / "alias").symlink_to(tmp_path / "in")
+    rules = storage.ListingRules(output=str(tmp_path / "alias" / "out"))
+    assert uris(f"{tmp_path}/in/**", rules) == [f"{tmp_path}/in/doc.md"]
+
+
+def test_an_object_store_shard_that_fails_is_a_listing_error(monkeypatch):
+    def fail(*_):
+        yield ("docs/a/x.md", 1, "gen=1")
+        raise RuntimeError("503 backend error")
+
+    monkeypatch.setattr(storage, "_gcs_objects", fail)
+    got = list(storage.list_shard(storage.Shard("gs://bk/docs/**", "docs/a/", True)))
+    assert got[0] == ListingError(
+        "gs://bk/docs/a/", storage.LIST_FAILED, "RuntimeError: 503 backend error"
+    )
+    assert got[1:] == [SourceFile("gs://bk/docs/a/x.md", 1, "gen=1")]
+
+
+_LIST_AS_NOBODY = """
+import sys
+from transforms import storage
+for item in storage.plan(sys.argv[1]):
+    for x in storage.list_shard(item):
+        print(type(x).__name__, x.uri, getattr(x, "reason", ""))
+"""
+
+
+def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
+    """As an unprivileged user (root reads any folder), a folder without permission is
+    reported, and the rest is listed."""
+    root = tmp_path / "corpus"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "a.md").write_text("a")
+    (root / "open.md").write_text("o")
+    for p in (tmp_path, root, root / "open.md"):
+        p.chmod(0o755)
+    (root / "locked").chmod(0o000)
+    parents = [p for p in tmp_path.parents if p != Path("/")]
+    modes = {p: p.stat().st_mode for p in parents}
+    try:
+        for p in parents:
+            p.chmod(modes[p] | 0o005)
+        out = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                sys.executable,
+                "-c",
+                _LIST_AS_NOBODY,
+                f"{root}/**",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            check=True,
+        ).stdout.splitlines()
+    finally:
+        for p in parents:
+            p.chmod(modes[p])
+    assert sorted(out) == [
+        f"ListingError {root}/locked {storage.LIST_FAILED}",
+        f"SourceFile {root}/open.md ",
+    ]
+
+
+def test_a_symlink_swapped_to_outside_after_the_listing_is_not_read(tmp_path: Path):
+    """The listing saw a link into the input; by the read it leads out: refused."""
+    secret = tmp_path / "outside.md"
+    secret.write_text("secret")
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "real.md").write_text("real")
+    (root / "link.md").symlink_to(root / "real.md")
+    within = storage.local_roots([f"{root}/**"])
+    assert within == (str(root),)
+    reader = storage.ObjectReader(within=within)
+    assert reader(f"{root}/link.md", None) == b"real"
+    (root / "link.md").unlink()
+    (root / "link.md").symlink_to(secret)
+    with pytest.raises(storage.SymlinkOutsideInput):
+        reader(f"{root}/link.md", None)
+    assert storage.ObjectReader()(f"{root}/link.md", None) == b"secret"  # nothing to keep in
