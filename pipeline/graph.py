@@ -24,10 +24,10 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
         settings.inputs, exclude_prefix=settings.output, billing_project=settings.billing_project
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_manifest)
+    prior_errors = p | "ReadPriorErrors" >> tio.ReadPriorErrors(settings.prior_errors)
     reader = ObjectReader(billing_project=settings.billing_project)
-    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
-        config=settings.config, read_bytes=reader
-    )
+    inputs = {"files": files, "prior": prior, "prior_errors": prior_errors}
+    tables = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
     written = tables | "WriteTables" >> tio.WriteTables(settings.output, settings.run_id)
     _ = {"counts": tables["counts"], "written": written} | "Publish" >> tio.PublishRun(
         settings.output, settings.run_id, settings.report()

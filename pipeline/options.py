@@ -55,6 +55,9 @@ class RunSettings:
     started_at: str = ""
     max_error_ratio: float | None = None  # None: off
     billing_project: str | None = None  # requester-pays buckets: the project billed
+    # The prior run's errors/ files: its failures not worth trying again are not read. Empty
+    # with --retry-failed, or when the prior is not a run (a manifest folder or glob).
+    prior_errors: tuple[str, ...] = ()
 
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
@@ -72,6 +75,7 @@ class RunSettings:
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
                 "manifest": self.prior_manifest,
+                "errors": list(self.prior_errors),
             },
             "chunking": {**self.config.description, "fingerprint": self.config.fingerprint},
             # transforms.io.publish reads max_error_ratio from here.
@@ -242,6 +246,12 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         metavar="RATIO",
         help="fail the run, publishing nothing, when more than this share (0 to 1) of listed "
         "documents failed (default: off)",
+    )
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="read again every document that failed in the prior run (default: only those "
+        "whose listing version, config, limits or parser versions changed since)",
     )
 
 
@@ -446,7 +456,7 @@ def _check_manifest_version(glob: str) -> None:
     except Exception as e:
         raise UsageError(f"prior manifest {path} is not a readable Parquet file: {e}") from None
     found = meta.get(b"chunkmill.schema_version", b"?").decode(errors="replace")
-    if found == tio.schema.SCHEMA_VERSION:
+    if found in tio.schema.READABLE_MANIFEST_VERSIONS:
         return
     writer = meta.get(b"chunkmill.version", b"").decode(errors="replace")
     raise UsageError(
@@ -456,6 +466,19 @@ def _check_manifest_version(glob: str) -> None:
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
         "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
     )
+
+
+def _prior_error_files(prior_run_id: str | None, mode: str, output: str) -> tuple[str, ...]:
+    """The errors/ files of the prior run, when the prior is a run: the one in LATEST, or a
+    run folder given to --prior-manifest (a manifest folder or glob has none)."""
+    if prior_run_id is not None:
+        return tio.error_files_of_run(tio.run_dir(output, prior_run_id))
+    if mode in ("auto", "none"):
+        return ()
+    path = _absolute(mode)
+    if path.endswith(".parquet") or any(c in path for c in "*?["):
+        return ()
+    return tio.error_files_of_run(path)
 
 
 def _check_writable(output: str) -> None:
@@ -581,4 +604,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         max_error_ratio=args.max_error_ratio,
         billing_project=args.billing_project,
+        prior_errors=()
+        if args.retry_failed
+        else _prior_error_files(prior_run_id, args.prior_manifest, output),
     )

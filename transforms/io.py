@@ -24,6 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import prior, schema, storage
+from transforms.types import PriorError
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -96,6 +97,68 @@ class ReadManifest(beam.PTransform):
             | "ListParts" >> beam.FlatMap(prior.list_parts)
             | "SpreadParts" >> beam.Reshuffle()
         )
+
+
+def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
+    """``(doc_id, PriorError)`` for every row of one errors/ file of a prior run. Columns a
+    file written before they existed lacks are null (such a failure is always tried again).
+    A file that cannot be read costs the memory of its failures, never the run: its
+    documents are tried again."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            parquet = pq.ParquetFile(f)
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read(
+                columns=[c for c in ("doc_id", *PriorError._fields) if c in present]
+            )
+    except Exception as e:
+        logging.getLogger(__name__).warning(
+            "prior errors file %s is unreadable (%s: %s); its documents are tried again",
+            path,
+            type(e).__name__,
+            storage.first_line(str(e)),
+        )
+        return
+    columns = {
+        name: table[name].to_pylist() if name in present else None for name in PriorError._fields
+    }
+    for i, doc in enumerate(table["doc_id"].to_pylist()):
+        yield doc, PriorError(*(None if col is None else col[i] for col in columns.values()))
+
+
+class ReadPriorErrors(beam.PTransform):
+    """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
+    read from ``paths`` (its errors files; none on a first run, or when every failure is to
+    be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
+    a failed document not worth trying again is not read (``document.known_failure``)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__()
+        self._paths = sorted(paths)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        if not self._paths:
+            return pbegin | "NoPriorErrors" >> beam.Create([])
+        return (
+            pbegin
+            | "ErrorFiles" >> beam.Create(self._paths)
+            | "SpreadErrorFiles" >> beam.Reshuffle()
+            | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
+        )
+
+
+def error_files_of_run(run_folder: str) -> tuple[str, ...]:
+    """The errors/ files of a finished run, as its ``_SUCCESS`` lists them (the files that
+    make the table, nothing a half-written retry left beside them); none when the folder
+    holds no finished run."""
+    success = FileSystems.join(run_folder, SUCCESS)
+    try:
+        if not FileSystems.exists(success):
+            return ()
+        listed = json.loads(read_text(success)).get("tables", {}).get("errors", [])
+    except ValueError:
+        return ()
+    return tuple(FileSystems.join(run_folder, name) for name in sorted(listed))
 
 
 class WriteTables(beam.PTransform):
