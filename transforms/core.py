@@ -217,6 +217,7 @@ class _ProcessDocuments(_PerBundle):
         self._extractor.close()
 
     def process(self, item: WorkItem):
+        outcome: document.DocOutcome | None
         if document.is_unchanged_by_listing(item, self._config):
             # The nightly common case: nothing about the object changed, so not a byte of it
             # is read.

@@ -123,7 +123,7 @@ def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
         name: table[name].to_pylist() if name in present else None for name in PriorError._fields
     }
     for i, doc in enumerate(table["doc_id"].to_pylist()):
-        yield doc, PriorError(*(None if col is None else col[i] for col in columns.values()))
+        yield doc, PriorError._make(None if col is None else col[i] for col in columns.values())
 
 
 class ReadPriorErrors(beam.PTransform):
