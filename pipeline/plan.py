@@ -67,15 +67,15 @@ CATEGORIES = (NEW, CHANGED, UNCHANGED, KNOWN_FAILED, REMOVED)
 
 # Tokens and chunks per byte of file, per format, when the prior manifest has no document of
 # that format to learn from: measured with the default config (`auto`, chars4, no context
-# window) by `python -m benchmarks.plan_rates`, which chunks these corpora and prints them:
-# Markdown, text and code from the bundled sample corpus (14, 6 and 8 documents) and 600
-# documents of benchmarks/mixed_corpus.py (280, 153, 114), each rate between the two sets'
-# (they agree within 10% on tokens). PDF bytes are mostly not text, and how much is varies
-# by two orders of magnitude: 0.16-0.27 tokens per byte in generated text-only PDFs (the
-# sample corpus's 3, tests/helpers.make_pdf's 20, mixed_corpus's 53), 0.073 in two real
-# typeset manuals (403 KB, /usr/share/doc of the development machine), 0.0061 in a
-# user's 31 real PDFs (8.0 MB that embedded 49,076 tokens). The default is the manuals'
-# rate; the likely range of an estimate spans all three (PDF_RANGE).
+# window) by `python -m benchmarks.plan_rates`. Markdown, text and code: the bundled sample
+# corpus (14, 6 and 8 documents) and 600 documents of benchmarks/mixed_corpus.py (280, 153,
+# 114) agree within 10% on tokens (0.25-0.27; chunks per KB differ with document sizes, the
+# rate is between the two). PDF bytes are mostly not text, and how much is varies by two
+# orders of magnitude: 0.10-0.27 tokens per byte in generated text-only PDFs (the sample
+# corpus's 3, mixed_corpus's 53, 20 of tests/helpers.make_pdf), 0.073 in two real typeset
+# manuals (403 KB: Debian's libtasn1 and shared-mime-info PDFs, given to the script), 0.0061
+# in a user's 31 real PDFs (8.0 MB that embedded 49,076 tokens). The default is the
+# manuals' rate; the likely range of an estimate spans them all (PDF_RANGE).
 DEFAULT_RATES: dict[str, tuple[float, float]] = {
     # format: (tokens per byte, chunks per KB)
     "markdown": (0.250, 1.5),
