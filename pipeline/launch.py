@@ -133,16 +133,21 @@ def template_args(argv: Sequence[str]) -> list[str]:
     A template passes each parameter as ``--name=value``; metadata.json names chunkmill's
     options by their argparse ``dest`` (``max_tokens``: identifiers are valid parameter names
     everywhere Google validates them), so this maps ``--max_tokens=V`` back to
-    ``--max-tokens=V``. Everything else (Beam's own options) passes through unchanged.
+    ``--max-tokens=V``. A switch (``--retry-failed``) takes ``true`` or ``false`` there, a
+    template parameter always having a value. Everything else (Beam's own options) passes
+    through unchanged.
     """
-    flags = {a.dest: a.option_strings[-1] for a in run_parser()._actions if a.option_strings}
+    actions = {a.dest: a for a in run_parser()._actions if a.option_strings}
     out = []
     for arg in argv:
         name, sep, value = arg.partition("=")
-        if name.startswith("--") and name[2:] in flags and name[2:] != "help":
-            out.append(f"{flags[name[2:]]}{sep}{value}")
-        else:
+        action = actions.get(name[2:]) if name.startswith("--") and name != "--help" else None
+        if action is None:
             out.append(arg)
+        elif isinstance(action, argparse._StoreTrueAction) and value in ("true", "false"):
+            out.extend([action.option_strings[-1]] if value == "true" else [])
+        else:
+            out.append(f"{action.option_strings[-1]}{sep}{value}")
     return out
 
 

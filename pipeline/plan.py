@@ -7,24 +7,32 @@ nothing.
 
 A listed document is
 
-* **new** when the prior manifest has no row for its ``doc_id`` (this includes a document that
-  failed last time: a failure keeps no rows unless it had some before);
 * **unchanged** when every prior row of it carries the listing's ``source_version`` (the
   store's generation or ETag, else size and modification time) and the current config
   fingerprint: ``run`` carries it over unread (the rule of
   ``transforms.document.is_unchanged_by_listing``);
+* **failed before** when the prior run's errors/ table has it failed at this very listing
+  version under the same attempt key (config, limits, parser versions), for a reason that is
+  not transient: ``run`` repeats its errors row without reading it
+  (``transforms.document.is_known_failure``; ``--retry-failed`` reads it: the plan then
+  sees no prior errors either);
+* **new** when the prior manifest has no row for its ``doc_id``;
 * **changed** otherwise: ``run`` reads it (a file touched without an edit is read, found
   identical by SHA-256 and carried over, so "changed" is what will be *read*).
 
 A prior document no longer listed is **removed**. So ``new + changed`` is exactly the number of
 documents ``run`` reads (its ``docs_read``).
 
-The estimate of chunks and tokens to embed counts every chunk of every new and changed
-document, so it is an upper bound: chunks whose text is unchanged keep their hash and are not
-embedded again. It scales the bytes to read by the prior manifest's chunks and tokens per byte
-(over the prior documents whose size the manifest records in ``source_version``), or, with no
-usable prior, by the tokenizer's bytes per token and a chunk half as long as the configured
-limit.
+The estimate is of tokens to *embed*. A new document, or one whose prior rows were made with
+another config, is priced by the rate of its format (tokens and chunks per byte of file,
+learnt from the prior manifest's documents of that ``doc_format`` made with the current
+config, else ``DEFAULT_RATES``), and embeds every token (duplicates are not modelled). An
+edited document is priced from its own prior rows, scaled by its new size, and embeds only a
+share of them (its chunks whose text is unchanged keep their hash): the share learnt from the
+prior run's edited documents (those with new and old chunks), else ``EDIT_SHARE``. Each part
+has a likely range (a learnt rate within ``LEARNT_RANGE``, a default within ``TEXT_RANGE`` or
+``PDF_RANGE``, an edit from one chunk to the whole document); the plan shows their sums and
+says "rough" when a figure rests on a default.
 
 Memory: the listing (one row per listed object: URI, size, version) and a per-document summary
 of the prior manifest (one row per prior document) are held as Arrow tables; the manifest

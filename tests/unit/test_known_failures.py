@@ -80,3 +80,33 @@ def test_a_known_failure_repeats_its_errors_row_unread():
     assert out.error["source_version"] == "v1"
     assert out.verdict(ids.doc_id(URI)).kind == "keep"  # its prior rows stay
     assert document.known_failure(item(failure("corrupt"), version="v2"), KEY) is None
+
+
+def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_path, caplog):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from transforms import io as tio
+
+    old = tmp_path / "old.parquet"  # written before source_version and attempt_key existed
+    pq.write_table(
+        pa.table(
+            {
+                "doc_id": ["d1"],
+                "source_uri": [URI],
+                "stage": ["extract"],
+                "reason": ["corrupt"],
+                "message": ["bad"],
+                "content_sha256": ["s"],
+            }
+        ),
+        old,
+    )
+    ((doc, error),) = list(tio.prior_errors(str(old)))
+    assert doc == "d1" and error == PriorError(None, None, "extract", "corrupt", "bad", "s")
+    assert not document.is_known_failure(error, "v1", KEY)
+
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 cut short")
+    assert list(tio.prior_errors(str(broken))) == []
+    assert "broken.parquet is unreadable" in caplog.text

@@ -64,3 +64,8 @@ def test_template_parameters_map_to_chunkmill_flags(tmp_path):
     assert settings.run_id == "nightly-1"
     assert settings.config.description["params"] == {"max_tokens": 300, "overlap_tokens": 20}
     assert "--max_num_workers=3" in settings.beam_args
+
+
+@pytest.mark.parametrize(("value", "flags"), [("true", ["--retry-failed"]), ("false", [])])
+def test_a_switch_is_true_or_false_as_a_template_parameter(value, flags):
+    assert launch.template_args([f"--retry_failed={value}", "--runner=X"]) == [*flags, "--runner=X"]

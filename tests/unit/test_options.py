@@ -131,3 +131,31 @@ def test_prior_manifest_that_is_not_parquet_is_one_line(docs, tmp_path, capsys):
     code = main(["run", "--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "part-0.parquet" in err, err
+
+
+def test_a_manifest_of_the_previous_schema_version_is_still_a_prior(docs, tmp_path):
+    # Version 3 added columns to the errors table only: a version 2 manifest reads the same.
+    out = tmp_path / "out"
+    _prior_run(out, {b"chunkmill.schema_version": b"2", b"chunkmill.version": b"0.1.0"})
+    s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    assert s.prior_run_id == "r1"
+
+
+def test_the_prior_run_s_errors_files_come_from_its_success_unless_retry_failed(docs, tmp_path):
+    out = tmp_path / "out"
+    _prior_run(out)
+    run = out / "runs" / "r1"
+    (run / "errors").mkdir()
+    pq.write_table(schema.ERRORS.empty_table(), run / "errors" / "part-0.parquet")
+    pq.write_table(schema.ERRORS.empty_table(), run / "errors" / "stray-retry.parquet")
+    (run / "_SUCCESS").write_text('{"tables": {"errors": ["errors/part-0.parquet"]}}')
+    argv = ["--input", str(docs / "*"), "--output", str(out)]
+    listed = (str(run / "errors" / "part-0.parquet"),)
+    assert parse_run([*argv, "--run-id", "r2"]).prior_errors == listed
+    assert parse_run([*argv, "--run-id", "r2", "--retry-failed"]).prior_errors == ()
+    # A run folder given as the prior is a run too; a manifest glob has no errors table.
+    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", str(run)]).prior_errors == (
+        listed
+    )
+    glob = str(run / "manifest" / "*.parquet")
+    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", glob]).prior_errors == ()
