@@ -269,6 +269,7 @@ COUNT_LABELS = {
     "docs_processed": "documents processed (new or changed)",
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
+    "docs_failed_not_retried": "of which failed before and unchanged (not read again)",
     "docs_removed": "documents removed (gone from the listing)",
     "chunks_total": "chunks in the manifest",
     "chunks_new_occurrences": "chunk occurrences with a new hash",
