@@ -29,13 +29,13 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
         follow_symlinks=settings.follow_symlinks,
     )
     prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_files)
+    prior_errors = p | "ReadPriorErrors" >> tio.ReadPriorErrors(settings.prior_errors)
     # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
     # symlink is followed at read time only into the input's folders.
     within = None if settings.follow_symlinks else local_roots(settings.inputs)
     reader = ObjectReader(billing_project=settings.billing_project, within=within)
-    tables = {"files": files, "prior": prior} | "ChunkCorpus" >> ChunkCorpus(
-        config=settings.config, read_bytes=reader
-    )
+    inputs = {"files": files, "prior": prior, "prior_errors": prior_errors}
+    tables = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
     written = tables | "WriteTables" >> tio.WriteTables(settings.output, settings.run_id)
     _ = {"counts": tables["counts"], "written": written} | "Publish" >> tio.PublishRun(
         settings.output, settings.run_id, settings.report()

@@ -166,8 +166,9 @@ def template_args(argv: Sequence[str]) -> list[str]:
     A template passes each parameter as ``--name=value``; metadata.json names chunkmill's
     options by their argparse ``dest`` (``max_tokens``: identifiers are valid parameter names
     everywhere Google validates them), so this maps ``--max_tokens=V`` back to
-    ``--max-tokens=V``; a switch takes ``true`` or ``false`` (``--follow_symlinks=true`` is
-    ``--follow-symlinks``). Everything else (Beam's own options) passes through unchanged.
+    ``--max-tokens=V``; a switch takes ``true`` or ``false``, a template parameter always
+    having a value (``--follow_symlinks=true`` is ``--follow-symlinks``). Everything else
+    (Beam's own options) passes through unchanged.
     """
     actions = {a.dest: a for a in run_parser()._actions if a.option_strings}
     out = []

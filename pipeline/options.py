@@ -82,6 +82,10 @@ class RunSettings:
             output=self.output,
         )
 
+    # The prior run's errors/ files: its failures not worth trying again are not read. Empty
+    # with --retry-failed, or when the prior is not a run (a manifest folder or glob).
+    prior_errors: tuple[str, ...] = ()
+
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
@@ -105,6 +109,7 @@ class RunSettings:
                 "mode": self.prior_mode,
                 "run_id": self.prior_run_id,
                 "manifest": self.prior_manifest,
+                "errors": list(self.prior_errors),
             },
             "chunking": {
                 **self.config.description,
@@ -322,6 +327,12 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         help="fail the run, publishing nothing, when it would remove more than this share (0 "
         "to 1) of the prior run's documents; 1 allows any removal "
         f"(default {DEFAULT_MAX_REMOVED_RATIO:g})",
+    )
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="read again every document that failed in the prior run (default: only those "
+        "whose listing version, config, limits or parser versions changed since)",
     )
 
 
@@ -560,9 +571,12 @@ def _has_match(pattern: str) -> bool:
     return bool(result.metadata_list)
 
 
-def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
+def _resolve_prior(
+    mode: str, output: str
+) -> tuple[str, str | None, str | None, tuple[str, ...], tuple[str, ...]]:
     """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
-    None, its files). The files are proven before they are used (``pipeline.preflight``)."""
+    None, its files, the prior run's errors files). The files are proven before they are
+    used (``pipeline.preflight``); errors files exist only for a prior given as a run."""
     from apache_beam.io.filesystems import FileSystems
 
     from pipeline import preflight
@@ -570,25 +584,32 @@ def _resolve_prior(mode: str, output: str) -> tuple[str, str | None, str | None,
     from transforms import runstate
 
     if mode == "none":
-        return "none", None, None, ()
+        return "none", None, None, (), ()
     if mode == "auto":
         try:
             prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
         except runstate.BadLatest as e:
             raise UsageError(str(e)) from None
         if prior_run is None:
-            return "auto", None, None, ()
+            return "auto", None, None, (), ()
         try:
             proven = preflight.prove_run(tio.run_dir(output, prior_run), prior_run)
         except preflight.PriorRefused as e:
             raise UsageError(str(e)) from None
         glob = FileSystems.join(tio.table_dir(output, prior_run, "manifest"), "*.parquet")
-        return "auto", glob, prior_run, proven.files
+        return "auto", glob, prior_run, proven.files, _error_files(proven)
     try:
         proven = preflight.prove_path(_absolute(mode))
     except preflight.PriorRefused as e:
         raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
-    return "path", _absolute(mode), None, proven.files
+    return "path", _absolute(mode), None, proven.files, _error_files(proven)
+
+
+def _error_files(proven: Any) -> tuple[str, ...]:
+    """The errors/ files of the run a prior was proven through (none for other priors)."""
+    from transforms import io as tio
+
+    return tio.error_files_of_run(proven.run_folder) if proven.run_folder else ()
 
 
 def _check_writable(output: str) -> None:
@@ -740,7 +761,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
         )
-    prior_mode, prior_manifest, prior_run_id, prior_files = _resolve_prior(
+    prior_mode, prior_manifest, prior_run_id, prior_files, prior_errors = _resolve_prior(
         args.prior_manifest, output
     )
 
@@ -762,4 +783,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         include=tuple(args.include),
         exclude=tuple(args.exclude),
         follow_symlinks=args.follow_symlinks,
+        prior_errors=() if args.retry_failed else prior_errors,
     )

@@ -7,24 +7,32 @@ nothing.
 
 A listed document is
 
-* **new** when the prior manifest has no row for its ``doc_id`` (this includes a document that
-  failed last time: a failure keeps no rows unless it had some before);
 * **unchanged** when every prior row of it carries the listing's ``source_version`` (the
   store's generation or ETag, else size and modification time) and the current config
   fingerprint: ``run`` carries it over unread (the rule of
   ``transforms.document.is_unchanged_by_listing``);
+* **failed before** when the prior run's errors/ table has it failed at this very listing
+  version under the same attempt key (config, limits, parser versions), for a reason that is
+  not transient: ``run`` repeats its errors row without reading it
+  (``transforms.document.is_known_failure``; ``--retry-failed`` reads it: the plan then
+  sees no prior errors either);
+* **new** when the prior manifest has no row for its ``doc_id``;
 * **changed** otherwise: ``run`` reads it (a file touched without an edit is read, found
   identical by SHA-256 and carried over, so "changed" is what will be *read*).
 
 A prior document no longer listed is **removed**. So ``new + changed`` is exactly the number of
 documents ``run`` reads (its ``docs_read``).
 
-The estimate of chunks and tokens to embed counts every chunk of every new and changed
-document, so it is an upper bound: chunks whose text is unchanged keep their hash and are not
-embedded again. It scales the bytes to read by the prior manifest's chunks and tokens per byte
-(over the prior documents whose size the manifest records in ``source_version``), or, with no
-usable prior, by the tokenizer's bytes per token and a chunk half as long as the configured
-limit.
+The estimate is of tokens to *embed*. A new document, or one whose prior rows were made with
+another config, is priced by the rate of its format (tokens and chunks per byte of file,
+learnt from the prior manifest's documents of that ``doc_format`` made with the current
+config, else ``DEFAULT_RATES``), and embeds every token (duplicates are not modelled). An
+edited document is priced from its own prior rows, scaled by its new size, and embeds only a
+share of them (its chunks whose text is unchanged keep their hash): the share learnt from the
+prior run's edited documents (those with new and old chunks), else ``EDIT_SHARE``. Each part
+has a likely range (a learnt rate within ``LEARNT_RANGE``, a default within ``TEXT_RANGE`` or
+``PDF_RANGE``, an edit from one chunk to the whole document); the plan shows their sums and
+says "rough" when a figure rests on a default.
 
 Memory: the listing (one row per listed object: URI, size, version) and a per-document summary
 of the prior manifest (one row per prior document) are held as Arrow tables; the manifest
@@ -34,10 +42,12 @@ hundreds of millions of rows costs one row per document, not per chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -47,8 +57,10 @@ from pipeline.options import RunSettings
 from transforms import ids, storage
 from transforms import io as tio
 from transforms.config import ChunkingConfig
+from transforms.document import attempt_key, is_known_failure
+from transforms.extract import format_by_name
 from transforms.redact import redact_uri
-from transforms.types import ListingError, SourceFile
+from transforms.types import ListingError, PriorError, SourceFile
 
 _LOG = logging.getLogger(__name__)
 
@@ -58,20 +70,55 @@ _COMPACT_ROWS = 1_000_000
 SHOW_DOCUMENTS = 10
 
 NEW, CHANGED, UNCHANGED, REMOVED = "new", "changed", "unchanged", "removed"
-CATEGORIES = (NEW, CHANGED, UNCHANGED, REMOVED)
+KNOWN_FAILED = "failed before"  # failed in the prior run, unchanged: not retried
+CATEGORIES = (NEW, CHANGED, UNCHANGED, KNOWN_FAILED, REMOVED)
 
-# Bytes per token when there is no prior manifest to learn from. chars4 is ADR-0006's
-# estimate of four characters a token (a byte a character for ASCII text); an English word
-# and its space are about six bytes; WordPiece/BPE tokenizers of English prose average about
-# four bytes a token.
+# Tokens and chunks per byte of file, per format, when the prior manifest has no document of
+# that format to learn from: measured with the default config (`auto`, chars4, no context
+# window) by `python -m benchmarks.plan_rates`. Markdown, text and code: the bundled sample
+# corpus (14, 6 and 8 documents) and 600 documents of benchmarks/mixed_corpus.py (280, 153,
+# 114) agree within 10% on tokens (0.25-0.27; chunks per KB differ with document sizes, the
+# rate is between the two). PDF bytes are mostly not text, and how much is varies by two
+# orders of magnitude: 0.10-0.27 tokens per byte in generated text-only PDFs (the sample
+# corpus's 3, mixed_corpus's 53, 20 of tests/helpers.make_pdf), 0.073 in two real typeset
+# manuals (403 KB: Debian's libtasn1 and shared-mime-info PDFs, given to the script), 0.0061
+# in a user's 31 real PDFs (8.0 MB that embedded 49,076 tokens). The default is the
+# manuals' rate; the likely range of an estimate spans them all (PDF_RANGE).
+DEFAULT_RATES: dict[str, tuple[float, float]] = {
+    # format: (tokens per byte, chunks per KB)
+    "markdown": (0.250, 1.5),
+    "text": (0.260, 0.6),
+    "code": (0.257, 1.7),
+    "pdf": (0.073, 0.14),
+}
+# Formats measured on no corpus (rst, html, docx, json, jsonl, csv, and names only their
+# bytes can tell): a byte of text a character, the tokenizer's bytes per token, and chunks
+# like prose's.
+UNMEASURED_RATE = (0.25, 0.6)
+# The likely range of a default rate, as factors of it: text formats' rates vary little
+# between the corpora above (tokens are characters / 4 by construction), so within 2x; a PDF
+# without a prior from 0.0061 to 0.27 tokens per byte (see DEFAULT_RATES).
+TEXT_RANGE = (0.5, 2.0)
+PDF_RANGE = (0.0061 / 0.073, 0.27 / 0.073)
+# A rate learnt from this many prior documents of a format or more is taken to hold within
+# LEARNT_RANGE; from fewer, within TEXT_RANGE.
+LEARNT_FROM = 10
+LEARNT_RANGE = (0.67, 1.5)
+# Bytes per token of each tokenizer relative to chars4's 4, which the defaults were measured
+# with: an English word and its space are about six bytes; WordPiece/BPE tokenizers of
+# English prose average about four bytes a token.
 DEFAULT_BYTES_PER_TOKEN = {"chars4": 4.0, "whitespace": 6.0}
 FALLBACK_BYTES_PER_TOKEN = 4.0
-# With no prior, a chunk is taken to hold this fraction of its strategy's size limit: packing
-# strategies fill most of it, but every document's last chunk and every short section less.
-CHUNK_FILL = 0.5
-# The limit assumed for a strategy whose parameters name none (paragraph-window makes one
-# chunk per paragraph), in tokens.
-DEFAULT_CHUNK_TOKENS = 512
+# Share of an edited document's tokens embedded again (its chunks whose text changed), when
+# the prior holds no edited document to learn it from: measured by benchmarks/plan_rates.py
+# on the sample corpus's 28 text documents, each edited three ways (a word inserted in the
+# middle, a paragraph appended, a paragraph inserted): 36%, 27% and 38% of the tokens (5%
+# to 100% a document, small documents being a chunk or two). Its likely range runs from one
+# chunk of the document to all of it.
+EDIT_SHARE = 0.35
+# Prior documents with new and old chunks both (edited in the prior run) needed to learn the
+# edit share from the prior manifest instead.
+EDITS_TO_LEARN = 3
 
 # The object size in a source_version: "size=N;mtime=T" (local disk, Beam's stores) or
 # "etag=E;size=N" (S3); a GCS "gen=G" records none.
@@ -91,20 +138,35 @@ class PriorDoc:
     versions: frozenset[str | None]
     current_config_rows: int  # rows made with the current config fingerprint
     tokens: int
+    new_rows: int = 0  # rows whose chunk was new in the prior run (``is_new``)
+    new_tokens: int = 0
+    doc_format: str | None = None
+
+    @property
+    def size(self) -> int | None:
+        """The document's size when its rows were made, if its one version records it."""
+        if len(self.versions) != 1:
+            return None
+        return size_of_version(next(iter(self.versions)))
+
+    @property
+    def current(self) -> bool:
+        """Every row made with the current config."""
+        return self.rows > 0 and self.current_config_rows == self.rows
 
 
-def classify(version: str | None, prior: PriorDoc | None) -> str:
+def classify(version: str | None, prior: PriorDoc | None, known_failure: bool = False) -> str:
     """The fate of a listed document with listing version ``version`` (None when the store
-    reported none): ``new``, ``unchanged`` or ``changed``; the same rule as
-    ``transforms.document.is_unchanged_by_listing``."""
+    reported none): ``unchanged`` by the rule of
+    ``transforms.document.is_unchanged_by_listing``; else ``failed before`` when the prior
+    run's failure would recur (``known_failure``: ``transforms.document.is_known_failure``),
+    so ``run`` does not read it; else ``new`` (no prior row) or ``changed``."""
+    if prior is not None and version is not None and prior.versions == {version} and prior.current:
+        return UNCHANGED
+    if known_failure:
+        return KNOWN_FAILED
     if prior is None or prior.rows == 0:
         return NEW
-    if (
-        version is not None
-        and prior.versions == {version}
-        and prior.current_config_rows == prior.rows
-    ):
-        return UNCHANGED
     return CHANGED
 
 
@@ -115,78 +177,72 @@ def size_of_version(version: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def format_of(uri: str) -> str:
+    """The format a document will be chunked as, by its name (``transforms.extract``'s
+    mapping); ``unknown`` where only its bytes can tell."""
+    return format_by_name(uri) or UNKNOWN
+
+
+UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True)
-class Rates:
-    """Chunks and tokens per byte of document, and where the figures come from."""
+class Rate:
+    """Tokens and chunks per byte of file of one format, and how sure they are."""
 
-    chunks_per_byte: float
     tokens_per_byte: float
-    basis: str  # one line for a person
+    chunks_per_byte: float
+    low: float  # the likely range, as factors of the rate
+    high: float
+    documents: int  # prior documents it was learnt from; 0 for a default
+
+    def scaled(self, factor: float) -> Rate:
+        return dataclasses.replace(self, tokens_per_byte=self.tokens_per_byte * factor)
 
 
-def rates_from_prior(chunks: int, tokens: int, size_bytes: int, documents: int) -> Rates | None:
-    """Rates learnt from prior documents of known size; None when there are none."""
-    if size_bytes <= 0 or documents <= 0:
-        return None
-    return Rates(
-        chunks / size_bytes,
-        tokens / size_bytes,
-        f"the prior manifest's {tokens / size_bytes:.3g} tokens and "
-        f"{chunks / size_bytes * 1024:.3g} chunks per KB over {_plural(documents, 'document')}",
-    )
+@dataclass
+class _Learnt:
+    """Sums over prior documents: what rates and the edit share are learnt from."""
+
+    docs: int = 0
+    size: int = 0
+    tokens: int = 0
+    chunks: int = 0
+
+    def add(self, size: int, tokens: int, chunks: int) -> None:
+        self.docs += 1
+        self.size += size
+        self.tokens += tokens
+        self.chunks += chunks
 
 
-def default_rates(config: ChunkingConfig) -> Rates:
-    """Rates from the config alone: the tokenizer's bytes per token, and a chunk filling
-    ``CHUNK_FILL`` of the smallest size limit the config names (characters count as bytes and
-    become tokens at the same bytes per token)."""
+def default_rate(fmt: str, config: ChunkingConfig) -> Rate:
+    """The rate of a format no prior document teaches (``DEFAULT_RATES``), its tokens scaled
+    to the config's tokenizer."""
+    tokens, chunks_per_kb = DEFAULT_RATES.get(fmt, UNMEASURED_RATE)
+    low, high = PDF_RANGE if fmt == "pdf" else TEXT_RANGE
     bytes_per_token = DEFAULT_BYTES_PER_TOKEN.get(config.tokenizer, FALLBACK_BYTES_PER_TOKEN)
-    limits = [
-        _token_limit(params, bytes_per_token) for params in _strategy_params(config.description)
-    ]
-    limit = min((x for x in limits if x), default=DEFAULT_CHUNK_TOKENS)
-    tokens_per_byte = 1 / bytes_per_token
-    return Rates(
-        tokens_per_byte / (limit * CHUNK_FILL),
-        tokens_per_byte,
-        f"no prior manifest to learn from: {bytes_per_token:g} bytes per token "
-        f"({config.tokenizer}) and chunks {CHUNK_FILL:.0%} full of a {limit:g}-token limit",
-    )
+    return Rate(tokens * 4.0 / bytes_per_token, chunks_per_kb / 1024, low, high, 0)
 
 
-def _strategy_params(description: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    if "params" in description:
-        yield description["params"]
-    for value in description.values():
-        if isinstance(value, dict) and "params" in value:
-            yield value["params"]
-
-
-def _token_limit(params: dict[str, Any], bytes_per_token: float) -> float | None:
-    if params.get("max_tokens"):
-        return float(params["max_tokens"])
-    if params.get("chunk_size"):
-        return params["chunk_size"] / bytes_per_token
-    return None
+def learnt_rate(learnt: _Learnt) -> Rate | None:
+    if learnt.docs == 0 or learnt.size <= 0:
+        return None
+    low, high = LEARNT_RANGE if learnt.docs >= LEARNT_FROM else TEXT_RANGE
+    return Rate(learnt.tokens / learnt.size, learnt.chunks / learnt.size, low, high, learnt.docs)
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """Tokens and chunks the run would embed, with a likely range of tokens."""
+
     bytes_to_read: int
     chunks: int
     tokens: int
-    rates: Rates
-
-
-def estimate(bytes_to_read: int, rates: Rates) -> Estimate:
-    """Chunks and tokens of ``bytes_to_read`` bytes of new and changed documents (rounded
-    up: a document with any byte makes at least part of a chunk)."""
-    return Estimate(
-        bytes_to_read,
-        _ceil(bytes_to_read * rates.chunks_per_byte),
-        _ceil(bytes_to_read * rates.tokens_per_byte),
-        rates,
-    )
+    low: int
+    high: int
+    basis: str  # where the figures come from, for a person
+    rough: bool  # some figure rests on a default, not on the prior
 
 
 def _ceil(x: float) -> int:
@@ -251,7 +307,15 @@ def list_inputs(
     )
 
 
-_PRIOR_COLUMNS = ["doc_id", "source_uri", "source_version", "config_fingerprint", "token_count"]
+_PRIOR_COLUMNS = [
+    "doc_id",
+    "source_uri",
+    "source_version",
+    "config_fingerprint",
+    "token_count",
+    "is_new",
+    "doc_format",
+]
 _SUMMARY = pa.schema(
     [
         ("doc_id", pa.string()),
@@ -262,6 +326,9 @@ _SUMMARY = pa.schema(
         ("null_versions", pa.int64()),
         ("min_version", pa.string()),
         ("max_version", pa.string()),
+        ("new_rows", pa.int64()),
+        ("new_tokens", pa.int64()),
+        ("doc_format", pa.string()),
     ]
 )
 
@@ -284,6 +351,9 @@ def summarise_prior(batches: Iterable[pa.Table], fingerprint: str) -> pa.Table:
                 "null_versions": pc.cast(pc.is_null(t["source_version"]), pa.int64()),
                 "min_version": t["source_version"],
                 "max_version": t["source_version"],
+                "new_rows": pc.cast(t["is_new"], pa.int64()),
+                "new_tokens": pc.if_else(t["is_new"], pc.cast(t["token_count"], pa.int64()), 0),
+                "doc_format": t["doc_format"],
             },
             schema=_SUMMARY,
         )
@@ -308,6 +378,9 @@ def _aggregate(t: pa.Table) -> pa.Table:
             ("null_versions", "sum"),
             ("min_version", "min"),
             ("max_version", "max"),
+            ("new_rows", "sum"),
+            ("new_tokens", "sum"),
+            ("doc_format", "min"),
         ]
     )
     # Selected by name: the column order of group_by's result differs between pyarrow versions.
@@ -321,6 +394,9 @@ def _aggregate(t: pa.Table) -> pa.Table:
             g["null_versions_sum"],
             g["min_version_min"],
             g["max_version_max"],
+            g["new_rows_sum"],
+            g["new_tokens_sum"],
+            g["doc_format_min"],
         ],
         schema=_SUMMARY,
     )
@@ -332,7 +408,15 @@ def _prior_doc(row: dict[str, Any]) -> PriorDoc | None:
     versions: set[str | None] = {row["min_version"], row["max_version"]} - {None}
     if row["null_versions"]:
         versions.add(None)
-    return PriorDoc(row["rows"], frozenset(versions), row["current_config_rows"], row["tokens"])
+    return PriorDoc(
+        row["rows"],
+        frozenset(versions),
+        row["current_config_rows"],
+        row["tokens"],
+        row["new_rows"],
+        row["new_tokens"],
+        row["doc_format"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,40 +431,165 @@ class Plan:
     listed: int = 0
 
 
-def compare(listing: pa.Table, prior: pa.Table, config: ChunkingConfig) -> Plan:
+_FAILURES = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("failed_version", pa.string()),
+        ("failed_key", pa.string()),
+        ("failed_reason", pa.string()),
+    ]
+)
+
+
+@dataclass
+class _Work:
+    """What the documents to read add up to, gathered in one pass over the listing."""
+
+    by_rate: Counter[str] = field(default_factory=Counter)  # format -> bytes priced by rate
+    edited_tokens: float = 0.0  # edited documents' tokens, scaled from their prior rows
+    edited_chunks: float = 0.0
+    edited_one_chunk: float = 0.0  # the tokens of one chunk of each edited document
+    learnt: dict[str, _Learnt] = field(default_factory=lambda: defaultdict(_Learnt))
+    all_learnt: _Learnt = field(default_factory=_Learnt)
+    edited_docs: int = 0  # prior documents the prior run found partly new (edited)
+    edited_prior_tokens: int = 0
+    edited_prior_new_tokens: int = 0
+
+    def read(self, uri: str, size: int, prior: PriorDoc | None) -> None:
+        """A new or changed document of ``size`` bytes: a document edited under the current
+        config is priced from its own prior rows (scaled by its size); any other by the
+        rate of its format."""
+        prior_size = prior.size if prior is not None else None
+        if prior is None or not prior.current or prior.tokens <= 0:
+            self.by_rate[format_of(uri)] += size
+            return
+        scale = size / prior_size if prior_size else 1.0
+        self.edited_tokens += prior.tokens * scale
+        self.edited_chunks += prior.rows * scale
+        self.edited_one_chunk += min(prior.tokens * scale, prior.tokens / prior.rows)
+
+    def learn(self, prior: PriorDoc) -> None:
+        """Rates per format from prior documents made with the current config whose size is
+        known; the edit share from those the prior run found partly new."""
+        size = prior.size
+        if not prior.current or not size:
+            return
+        fmt = prior.doc_format or UNKNOWN
+        self.learnt[fmt].add(size, prior.tokens, prior.rows)
+        self.all_learnt.add(size, prior.tokens, prior.rows)
+        if 0 < prior.new_rows < prior.rows:
+            self.edited_docs += 1
+            self.edited_prior_tokens += prior.tokens
+            self.edited_prior_new_tokens += prior.new_tokens
+
+
+def compare(
+    listing: pa.Table,
+    prior: pa.Table,
+    config: ChunkingConfig,
+    failures: pa.Table | None = None,
+    attempt_key: str | None = None,
+) -> Plan:
     """Classify every listed and every prior document and estimate the work (pure: tables in,
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
-    ``summarise_prior`` (which counted the rows made with the current config fingerprint);
-    ``config`` gives the default rates when the prior teaches none."""
+    ``summarise_prior`` (which counted the rows made with the current config fingerprint),
+    ``failures`` those of ``read_failures`` (the prior run's errors), judged under
+    ``attempt_key`` (``transforms.document.attempt_key`` of ``config``)."""
+    if failures is not None and failures.num_rows:
+        listing = listing.join(_one_failure_per_doc(failures), "doc_id", join_type="left outer")
     joined = listing.join(prior, "doc_id", join_type="full outer")
     counts = dict.fromkeys(CATEGORIES, 0)
     uris: dict[str, list[str]] = {c: [] for c in CATEGORIES}
     bytes_to_read = 0
-    basis_chunks = basis_tokens = basis_bytes = basis_docs = 0
+    work = _Work()
     for batch in joined.to_batches():
         for row in batch.to_pylist():
             prior_doc = _prior_doc(row)
             if row["uri"] is None:
                 category, uri = REMOVED, row["prior_uri"]
             else:
-                category, uri = classify(row["version"], prior_doc), row["uri"]
-                if category != UNCHANGED:
+                uri = row["uri"]
+                known = row.get("failed_reason") is not None and is_known_failure(
+                    PriorError(
+                        row["failed_version"], row["failed_key"], "", row["failed_reason"], "", None
+                    ),
+                    row["version"],
+                    attempt_key or "",
+                )
+                category = classify(row["version"], prior_doc, known)
+                if category in (NEW, CHANGED):
                     bytes_to_read += row["size"]
+                    work.read(uri, row["size"], prior_doc)
             counts[category] += 1
             _keep_first(uris[category], uri)
-            if prior_doc is not None and len(prior_doc.versions) == 1:
-                size = size_of_version(next(iter(prior_doc.versions)))
-                if size:
-                    basis_chunks += prior_doc.rows
-                    basis_tokens += prior_doc.tokens
-                    basis_bytes += size
-                    basis_docs += 1
-    rates = rates_from_prior(basis_chunks, basis_tokens, basis_bytes, basis_docs)
+            if prior_doc is not None:
+                work.learn(prior_doc)
     return Plan(
         counts=counts,
         examples=uris,
-        estimate=estimate(bytes_to_read, rates or default_rates(config)),
+        estimate=_estimate(bytes_to_read, work, config),
         listed=listing.num_rows,
+    )
+
+
+def _one_failure_per_doc(failures: pa.Table) -> pa.Table:
+    g = failures.group_by("doc_id").aggregate(
+        [("failed_version", "max"), ("failed_key", "max"), ("failed_reason", "max")]
+    )
+    return pa.table(
+        [g["doc_id"], g["failed_version_max"], g["failed_key_max"], g["failed_reason_max"]],
+        schema=_FAILURES,
+    )
+
+
+def _estimate(bytes_to_read: int, work: _Work, config: ChunkingConfig) -> Estimate:
+    """Tokens to embed: documents priced by rate embed every token (a first run embeds all
+    but duplicates, which are not modelled); an edited document embeds a share of its tokens
+    (its chunks whose text changed), learnt from the prior's edited documents or
+    ``EDIT_SHARE``."""
+    tokens = chunks = low = high = 0.0
+    notes: list[str] = []
+    defaults: list[str] = []
+    for fmt, size in sorted(work.by_rate.items()):
+        rate = learnt_rate(work.learnt[fmt]) if fmt != UNKNOWN else None
+        if rate is None and fmt == UNKNOWN:
+            rate = learnt_rate(work.all_learnt)
+        if rate is None:
+            rate = default_rate(fmt, config)
+            defaults.append(fmt)
+        else:
+            notes.append(f"{fmt} from {_plural(rate.documents, 'prior document')}")
+        t = size * rate.tokens_per_byte
+        tokens, chunks = tokens + t, chunks + size * rate.chunks_per_byte
+        low, high = low + t * rate.low, high + t * rate.high
+    rough = bool(defaults)
+    if defaults:
+        notes.append(f"{', '.join(defaults)} rough (no prior of the format: default rates)")
+    if work.edited_tokens:
+        if work.edited_docs >= EDITS_TO_LEARN and work.edited_prior_tokens:
+            share = work.edited_prior_new_tokens / work.edited_prior_tokens
+            notes.append(
+                f"an edited document re-embeds ~{share:.0%} of its tokens, as the "
+                f"{_plural(work.edited_docs, 'document')} edited in the prior run did"
+            )
+        else:
+            share, rough = EDIT_SHARE, True
+            notes.append(
+                f"an edited document re-embeds ~{share:.0%} of its tokens (rough: the prior "
+                "has too few edited documents to learn from)"
+            )
+        tokens += share * work.edited_tokens
+        chunks += share * work.edited_chunks
+        low += work.edited_one_chunk
+        high += work.edited_tokens
+    return Estimate(
+        bytes_to_read,
+        _ceil(chunks),
+        _ceil(tokens),
+        int(low),
+        _ceil(high),
+        "; ".join(notes) or "nothing to read",
+        rough,
     )
 
 
@@ -392,9 +601,20 @@ def _keep_first(kept: list[str], uri: str) -> None:
         del kept[SHOW_DOCUMENTS:]
 
 
+def read_failures(paths: Sequence[str]) -> pa.Table:
+    """The prior run's errors files as a table of ``_FAILURES``: one row per failed document,
+    read like the run reads them (``transforms.io.prior_errors``)."""
+    rows = [
+        (doc, e.source_version, e.attempt_key, e.reason)
+        for path in sorted(paths)
+        for doc, e in tio.prior_errors(path)
+    ]
+    return pa.table([list(col) for col in zip(*rows, strict=True)] or [[]] * 4, schema=_FAILURES)
+
+
 def make_plan(settings: RunSettings) -> Plan:
-    """Lists the inputs and reads the prior manifest (if any): reads no document, writes
-    nothing."""
+    """Lists the inputs and reads the prior manifest and errors (if any): reads no document,
+    writes nothing."""
     listing = list_inputs(
         settings.inputs, settings.output, settings.billing_project, settings.listing_rules()
     )
@@ -411,7 +631,8 @@ def make_plan(settings: RunSettings) -> Plan:
             _plural(prior.num_rows, "document"),
             _plural(len(paths), "file"),
         )
-    return compare(listing, prior, settings.config)
+    failures = read_failures(settings.prior_errors)
+    return compare(listing, prior, settings.config, failures, attempt_key(settings.config))
 
 
 def _plural(n: int, noun: str) -> str:
@@ -439,24 +660,41 @@ def removal_warning(removed: int, prior_docs: int, settings: RunSettings) -> str
     )
 
 
+def _about(n: int) -> str:
+    """``n`` to two significant digits (an estimate claims no more), with thousands commas."""
+    if n >= 100:
+        digits = len(str(n)) - 2
+        n = round(n, -digits)
+    return f"{n:,}"
+
+
 def render(plan: Plan, settings: RunSettings) -> str:
     """The plan in a few lines for the terminal."""
     c, e = plan.counts, plan.estimate
     prior = settings.prior_run_id or settings.prior_manifest or "none"
+    sure = f"likely {_about(e.low)}-{_about(e.high)}" + ("; rough" if e.rough else "")
     lines = [
         f"plan for {redact_uri(settings.output)}  (prior: {prior})",
         f"documents  listed {plan.listed}  new {c[NEW]}  changed {c[CHANGED]}  "
-        f"unchanged {c[UNCHANGED]}  removed {c[REMOVED]}",
+        f"unchanged {c[UNCHANGED]}  removed {c[REMOVED]}  failed before {c[KNOWN_FAILED]}",
         f"to read    {_plural(c[NEW] + c[CHANGED], 'document')}, {human_bytes(e.bytes_to_read)} "
-        "(new and changed; unchanged ones are carried over unread)",
-        f"estimate   at most ~{e.chunks} chunks, ~{e.tokens} tokens to embed",
-        f"           from {e.rates.basis}; chunks whose text is unchanged are not embedded "
-        "again, so a run embeds fewer",
+        "(new and changed; the rest are not read)",
+        f"estimate   ~{_about(e.tokens)} tokens in ~{_about(e.chunks)} chunks to embed ({sure})"
+        if e.bytes_to_read
+        else "estimate   0 tokens to embed (nothing to read)",
     ]
-    for category in (NEW, CHANGED, REMOVED):
+    if e.bytes_to_read:
+        lines.append(f"           rates: {e.basis}")
+    if c[KNOWN_FAILED]:
+        lines.append(
+            f"not read   {_plural(c[KNOWN_FAILED], 'document')} failed before and did not "
+            "change (--retry-failed reads them)"
+        )
+    for category in (NEW, CHANGED, KNOWN_FAILED, REMOVED):
         shown = plan.examples[category]
+        label = "failed" if category == KNOWN_FAILED else category
         for uri in shown:
-            lines.append(f"{category:<10} {uri}")
+            lines.append(f"{label:<10} {uri}")
         if c[category] > len(shown):
             lines.append(f"{'':<10} ... and {c[category] - len(shown)} more")
     removed_ratio = removal_warning(c[REMOVED], c[CHANGED] + c[UNCHANGED] + c[REMOVED], settings)

@@ -44,15 +44,18 @@ class PriorRefused(Exception):
 
 @dataclass(frozen=True)
 class ProvenPrior:
-    """The files of a proven prior manifest, in order."""
+    """The files of a proven prior manifest, in order, and the run folder they were proven
+    through when the prior was given as a run (LATEST or a run folder): its errors/ table is
+    the prior's failures."""
 
     files: tuple[str, ...]
+    run_folder: str | None = None
 
 
 def prove_run(run_folder: str, name: str) -> ProvenPrior:
     """The manifest files of the finished run in ``run_folder``, as its ``_SUCCESS`` lists
     them, each proven (``_check_listed``). ``name`` is how messages call the run."""
-    return ProvenPrior(tuple(_proven_listing(run_folder, name)))
+    return ProvenPrior(tuple(_proven_listing(run_folder, name)), run_folder)
 
 
 def prove_path(path: str) -> ProvenPrior:
@@ -172,16 +175,19 @@ def _check_version(path: str, meta: dict[bytes, bytes]) -> None:
     """A prior manifest must have been written with this schema version: reading another
     would fail on a worker, or worse, diff against columns that mean something else."""
     found = meta.get(b"chunkmill.schema_version", b"?").decode(errors="replace")
-    if found == schema.SCHEMA_VERSION:
+    if found in READABLE:
         return
     writer = meta.get(b"chunkmill.version", b"").decode(errors="replace")
     raise PriorRefused(
         f"prior manifest {path} has schema version {found}"
         + (f" (written by chunkmill {writer})" if writer else "")
-        + f"; this chunkmill reads version {schema.SCHEMA_VERSION}. Run once with "
+        + f"; this chunkmill reads versions {', '.join(sorted(READABLE))}. Run once with "
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
         "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
     )
+
+
+READABLE = schema.READABLE_MANIFEST_VERSIONS
 
 
 def same_shape(a: pa.Schema, b: pa.Schema) -> bool:

@@ -12,6 +12,9 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
     """The run's counts in a few lines; ``seconds`` is the run's duration, if known."""
     c = report["counts"]
     failed = ", ".join(f"{k} {v}" for k, v in sorted(c["failed_by_reason"].items()))
+    known = c.get("docs_failed_not_retried", 0)  # older reports lack it
+    if known:
+        failed += f"; {known} known, not retried"
     prior = report["prior"]["run_id"] or report["prior"]["manifest"] or "none"
     lines = [
         f"run {report['run_id']}  (prior: {prior})",

@@ -275,6 +275,7 @@ COUNT_LABELS = {
     "docs_processed": "documents processed (new or changed)",
     "docs_carried_over": "documents carried over (unchanged)",
     "docs_failed": "documents failed",
+    "docs_failed_not_retried": "of which failed before and unchanged (not read again)",
     "docs_removed": "documents removed (gone from the listing)",
     "docs_prior": "documents in the prior manifest",
     "docs_kept_unlisted": "documents kept unlisted (under a folder that could not be listed)",

@@ -29,6 +29,7 @@ from transforms.types import (
     KEEP,
     REMOVE,
     ListingError,
+    PriorError,
     PriorSummary,
     Skipped,
     SourceFile,
@@ -81,7 +82,7 @@ read_file = storage.ObjectReader()
 # Tags of the values grouped by doc_id. Values cross the shuffle as plain tuples of strings
 # and numbers, which Beam's coder encodes natively (a NamedTuple or dataclass goes through
 # pickle, and this join sees every listed and every prior document).
-_LISTED, _SUMMARY = 0, 1
+_LISTED, _SUMMARY, _FAILED_BEFORE = 0, 1, 2
 
 
 def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
@@ -94,6 +95,19 @@ def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
 def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, ...]]:
     doc, summary = element
     return doc, (_SUMMARY, *summary)
+
+
+def _prior_error_by_doc(element: tuple[str, PriorError]) -> tuple[str, tuple[Any, ...]]:
+    doc, error = element
+    return doc, (_FAILED_BEFORE, *error)
+
+
+def _latest_failure(failures: list[PriorError]) -> PriorError | None:
+    """The one prior failure of a document (two only if a prior run wrote two rows for it;
+    the choice then does not depend on grouping order)."""
+    if not failures:
+        return None
+    return max(failures, key=lambda e: tuple("" if v is None else v for v in e))
 
 
 # How many values a DoFn holds before emitting them grouped by key: verdicts (~100 bytes
@@ -177,9 +191,12 @@ class _PlanDocs(_PerBundle):
         doc, values = element
         listed: list[SourceFile] = []
         summaries: list[PriorSummary] = []
+        failures: list[PriorError] = []
         for value in values:
             if value[0] == _LISTED:
                 listed.append(SourceFile._make(value[1:]))
+            elif value[0] == _FAILED_BEFORE:
+                failures.append(PriorError._make(value[1:]))
             else:
                 summaries.append(PriorSummary._make(value[1:]))
         summaries.sort(key=lambda s: s.part)
@@ -199,6 +216,7 @@ class _PlanDocs(_PerBundle):
                 size_bytes=f.size_bytes,
                 prior=tuple(summaries),
                 version=f.version,
+                prior_error=_latest_failure(failures),
             )
             return
         if not summaries:
@@ -225,9 +243,12 @@ class _ProcessDocuments(_PerBundle):
         }
         self._read = Metrics.counter(METRICS_NAMESPACE, "docs_read")
         self._bytes_read = Metrics.counter(METRICS_NAMESPACE, "bytes_read")
+        self._not_retried = Metrics.counter(METRICS_NAMESPACE, "docs_failed_not_retried")
 
     def setup(self) -> None:
         self._chunking = Chunking(self._config)
+        # On the worker: the parser libraries that would try the documents are these.
+        self._attempt_key = document.attempt_key(self._config)
         # One long-lived parser child per DoFn instance (transforms/isolation.py).
         self._extractor = isolation.Extractor(
             self._config.limits, pdf_engine=self._config.pdf_engine
@@ -239,16 +260,14 @@ class _ProcessDocuments(_PerBundle):
         self._extractor.close()
 
     def process(self, item: WorkItem):
+        outcome: document.DocOutcome | None
         if document.is_unchanged_by_listing(item, self._config):
             # The nightly common case: nothing about the object changed, so not a byte of it
             # is read.
             outcome = document.DocOutcome(document.CARRIED_OVER)
         else:
-            # Over --max-document-bytes is decided from the listing: the bytes are never read.
-            too_large = document.too_large(item, self._config.limits.max_document_bytes)
-            if too_large is not None:
-                outcome = too_large
-            else:
+            outcome = self._decide_unread(item)
+            if outcome is None:
                 self._read.inc()
                 self._tally["docs_read"] += 1
                 outcome = self._read_and_process(item)
@@ -257,13 +276,27 @@ class _ProcessDocuments(_PerBundle):
         self._tally[f"docs_{outcome.status}"] += 1
         if outcome.error is not None:
             self._tally[f"failed:{outcome.error['reason']}"] += 1
-            yield beam.pvalue.TaggedOutput(_ERRORS, outcome.error)
+            # The failure is remembered under what it depended on, so the next run can tell
+            # whether trying again could end differently.
+            error = {**outcome.error, "attempt_key": self._attempt_key}
+            yield beam.pvalue.TaggedOutput(_ERRORS, error)
         for row in outcome.occurrences:
             yield from self._hold(_OCCURRENCES, prior.hash_bucket(row["chunk_hash"]), row)
         if item.prior:
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):
                 yield from self._hold(_VERDICTS, part, verdict)
+
+    def _decide_unread(self, item: WorkItem) -> document.DocOutcome | None:
+        """The failure of a document decided without reading it, else None: a failure the
+        prior run recorded at this very version and attempt key (it would recur: counted as
+        not retried), or a listed size over --max-document-bytes."""
+        known = document.known_failure(item, self._attempt_key)
+        if known is not None:
+            self._not_retried.inc()
+            self._tally["docs_failed_not_retried"] += 1
+            return known
+        return document.too_large(item, self._config.limits.max_document_bytes)
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         limit = self._config.limits.max_document_bytes
@@ -402,6 +435,7 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "docs_processed",
         "docs_carried_over",
         "docs_failed",
+        "docs_failed_not_retried",  # of docs_failed: failed before, unchanged, not read
         "docs_removed",
         "docs_prior",  # documents with rows in the prior manifest
         "docs_kept_unlisted",
@@ -432,14 +466,18 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
 
 class ChunkCorpus(beam.PTransform):
     """``{'files': PCollection[SourceFile | Skipped | ListingError], 'prior':
-    PCollection[PriorPart]}`` →
+    PCollection[PriorPart]}`` and optionally ``'prior_errors': PCollection[(doc_id,
+    PriorError)]`` (the prior run's errors/ rows) →
     ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
     PCollection[dict] (one element)}``.
 
     The output contract of DESIGN.md: chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
     no longer exists; errors one row per failed document. Every listed document is exactly one
-    of processed, carried over or failed, and ``counts`` says how many of each. Tables come
+    of processed, carried over or failed, and ``counts`` says how many of each. A document
+    that failed in the prior run at the version listed now, under the same attempt key
+    (``document.is_known_failure``), is not read: it fails again with the same errors row,
+    ``attempted`` false (``docs_failed_not_retried``). Tables come
     out as Arrow tables of ``transforms.schema``'s schemas, ready for ``WriteToParquetBatched``.
 
     The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
@@ -487,11 +525,16 @@ class ChunkCorpus(beam.PTransform):
         summarised = parts | "SummarisePrior" >> beam.ParDo(
             prior.SummariseParts(self._read_prior)
         ).with_outputs(prior.HASHES, main="summaries")
-        planned = (
-            (
-                files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc),
-                summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc),
+        by_doc = [
+            files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc),
+            summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc),
+        ]
+        if "prior_errors" in inputs:
+            by_doc.append(
+                inputs["prior_errors"] | "KeyPriorErrorsByDoc" >> beam.Map(_prior_error_by_doc)
             )
+        planned = (
+            tuple(by_doc)
             | "FlattenByDoc" >> beam.Flatten()
             | "JoinPriorByDoc" >> beam.GroupByKey()
             | "PlanDocs"

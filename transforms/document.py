@@ -15,6 +15,7 @@ the rows lie.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from transforms.chunking import Span
 from transforms.config import Chunking, ChunkingConfig
 from transforms.extract import Extracted, ExtractionError, extract, one_line, uses_parser
 from transforms.redact import redact_text, redact_uri
-from transforms.types import KEEP, REPLACE, Verdict, WorkItem
+from transforms.types import KEEP, REPLACE, PriorError, Verdict, WorkItem
 from transforms.versions import library_versions
 
 PROCESSED = "processed"
@@ -52,10 +53,18 @@ class DocOutcome:
 
 
 def error_row(
-    item: WorkItem, stage: str, reason: str, message: str, content_sha256: str | None = None
+    item: WorkItem,
+    stage: str,
+    reason: str,
+    message: str,
+    content_sha256: str | None = None,
+    *,
+    attempted: bool = True,
 ) -> dict[str, Any]:
-    """One errors/ row. The URI, and any URI the message quotes (an exception's text often
-    does), are redacted: a signed URL's signature never reaches a table."""
+    """The errors/ row of ``item``, failed at the listing version it was listed with. The URI,
+    and any URI the message quotes (an exception's text often does), are redacted: a signed
+    URL's signature never reaches a table. ``attempt_key`` is left null: the DoFn that tried
+    the document sets it."""
     return {
         "doc_id": item.doc_id,
         "source_uri": redact_uri(item.uri),
@@ -65,7 +74,57 @@ def error_row(
         "size_bytes": item.size_bytes,
         "content_sha256": content_sha256,
         "versions": library_versions(),
+        "source_version": item.version,
+        "attempt_key": None,
+        "attempted": attempted,
     }
+
+
+# Failures that say nothing about the document itself (the store or the network failed, or
+# the object moved under the read): always tried again.
+TRANSIENT_REASONS = frozenset({"read_failed", "vanished", "changed", "list_failed"})
+
+
+def attempt_key(config: ChunkingConfig) -> str:
+    """Everything besides the document's bytes that decides whether it fails: the chunking
+    config (its fingerprint holds the PDF engine and the extractor's version), every limit,
+    and the versions of chunkmill and its parsers. A failure is remembered under this key; a
+    new limit (``too_large``, ``timeout`` and ``memory`` depend on them), config or release
+    tries the document again. Limits are in the key for every reason, not only those three:
+    changing one is rare, and retrying once then costs little."""
+    return ids.fingerprint(
+        {
+            "config": config.fingerprint,
+            "limits": dataclasses.asdict(config.limits),
+            "libraries": library_versions(),
+        }
+    )
+
+
+def is_known_failure(prior_error: PriorError | None, version: str | None, key: str) -> bool:
+    """True when the prior run's failure of a document will recur, so it need not be tried
+    again: it failed at this very listing ``version`` under this very ``attempt_key``, for a
+    reason that is not transient. A prior row without a version (an older run, or a store
+    that reports none) is never trusted."""
+    return (
+        prior_error is not None
+        and prior_error.reason not in TRANSIENT_REASONS
+        and version is not None
+        and prior_error.source_version == version
+        and prior_error.attempt_key == key
+    )
+
+
+def known_failure(item: WorkItem, key: str) -> DocOutcome | None:
+    """The prior run's failure of ``item`` repeated without reading it (its errors row again,
+    ``attempted`` false; its prior rows are kept like any failure's), when
+    ``is_known_failure``; else None."""
+    e = item.prior_error
+    if e is None or not is_known_failure(e, item.version, key):
+        return None
+    row = error_row(item, e.stage, e.reason, e.message, e.content_sha256, attempted=False)
+    row["attempt_key"] = key
+    return DocOutcome(FAILED, error=row)
 
 
 def failed(item: WorkItem, stage: str, reason: str, message: str, sha: str | None = None):

@@ -32,6 +32,7 @@ from transforms.runstate import RUNS as RUNS
 from transforms.runstate import SUCCESS as SUCCESS
 from transforms.runstate import CorruptSuccess, read_success
 from transforms.runstate import run_dir as run_dir
+from transforms.types import PriorError
 
 
 def table_dir(output: str, run_id: str, table: str) -> str:
@@ -142,6 +143,68 @@ class WriteChecksummedParquet(beam.io.WriteToParquetBatched):
         # The sink Beam's constructor built, turned into the subclass (which adds no state):
         # every argument keeps Beam's own handling and defaults.
         self._sink.__class__ = _ChecksummedParquetSink
+
+
+def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
+    """``(doc_id, PriorError)`` for every row of one errors/ file of a prior run. Columns a
+    file written before they existed lacks are null (such a failure is always tried again).
+    A file that cannot be read costs the memory of its failures, never the run: its
+    documents are tried again."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            parquet = pq.ParquetFile(f)
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read(
+                columns=[c for c in ("doc_id", *PriorError._fields) if c in present]
+            )
+    except Exception as e:
+        logging.getLogger(__name__).warning(
+            "prior errors file %s is unreadable (%s: %s); its documents are tried again",
+            path,
+            type(e).__name__,
+            storage.first_line(str(e)),
+        )
+        return
+    columns = {
+        name: table[name].to_pylist() if name in present else None for name in PriorError._fields
+    }
+    for i, doc in enumerate(table["doc_id"].to_pylist()):
+        yield doc, PriorError._make(None if col is None else col[i] for col in columns.values())
+
+
+class ReadPriorErrors(beam.PTransform):
+    """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
+    read from ``paths`` (its errors files; none on a first run, or when every failure is to
+    be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
+    a failed document not worth trying again is not read (``document.known_failure``)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__()
+        self._paths = sorted(paths)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        if not self._paths:
+            return pbegin | "NoPriorErrors" >> beam.Create([])
+        return (
+            pbegin
+            | "ErrorFiles" >> beam.Create(self._paths)
+            | "SpreadErrorFiles" >> beam.Reshuffle()
+            | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
+        )
+
+
+def error_files_of_run(run_folder: str) -> tuple[str, ...]:
+    """The errors/ files of a finished run, as its ``_SUCCESS`` lists them (the files that
+    make the table, nothing a half-written retry left beside them); none when the folder
+    holds no finished run."""
+    success = FileSystems.join(run_folder, SUCCESS)
+    try:
+        if not FileSystems.exists(success):
+            return ()
+        listed = read_success(success)["tables"]["errors"]
+    except CorruptSuccess:
+        return ()
+    return tuple(FileSystems.join(run_folder, entry["path"]) for entry in listed)
 
 
 class WriteTables(beam.PTransform):

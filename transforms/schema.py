@@ -12,10 +12,13 @@ import pyarrow as pa
 
 from transforms.versions import chunkmill_version
 
-# Bumped on any incompatible change to a table (2: source_version added to every occurrence
-# table); stored in every file's schema metadata so a
-# later version can tell which version wrote a prior manifest.
-SCHEMA_VERSION = "2"
+# Bumped on any change to a table (2: source_version added to every occurrence table; 3:
+# errors gained source_version, attempt_key and attempted); stored in every file's schema
+# metadata so a later version can tell which version wrote a prior manifest.
+SCHEMA_VERSION = "3"
+# The versions whose manifest this chunkmill diffs against: 3 changed the errors table only,
+# so a manifest written by version 2 has the very columns of one written now.
+READABLE_MANIFEST_VERSIONS: frozenset[str] = frozenset({"2", "3"})
 _META = {
     b"chunkmill.schema_version": SCHEMA_VERSION.encode(),
     # Which release wrote a file, so a reader that cannot use it can say which one did.
@@ -83,6 +86,17 @@ ERRORS = pa.schema(
         _f("size_bytes", pa.int64(), nullable=True),
         _f("content_sha256", pa.string(), nullable=True),
         _f("versions", pa.string()),
+        # The listing's version of the document when it failed (as ``source_version`` of
+        # the occurrence tables); null when the store reported none.
+        _f("source_version", pa.string(), nullable=True),
+        # What else the outcome depended on: a digest of the chunking config fingerprint,
+        # the limits and the extraction libraries' versions (``document.attempt_key``). A
+        # later run that lists the same source_version under the same attempt_key does not
+        # read the document again (``document.known_failure``); null where none was set.
+        _f("attempt_key", pa.string(), nullable=True),
+        # False when this run did not try the document: it failed before, and neither its
+        # version nor the attempt_key changed since, so the prior failure is repeated.
+        _f("attempted", pa.bool_()),
     ],
     metadata=_META,
 )

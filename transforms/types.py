@@ -80,6 +80,19 @@ class PriorSummary(NamedTuple):
     source_uri: str | None = None
 
 
+class PriorError(NamedTuple):
+    """What the prior run's errors/ table says of one failed document: enough to decide
+    whether to try it again (``transforms.document.known_failure``) and, if not, to write
+    its errors row again."""
+
+    source_version: str | None
+    attempt_key: str | None
+    stage: str
+    reason: str
+    message: str
+    content_sha256: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class WorkItem:
     """A listed document joined with the summaries of its rows in the prior manifest (none if
@@ -90,6 +103,7 @@ class WorkItem:
     size_bytes: int
     prior: tuple[PriorSummary, ...] = ()
     version: str | None = None  # the listing's ``SourceFile.version``
+    prior_error: PriorError | None = None  # its row in the prior run's errors/, if any
 
 
 # What becomes of a document's prior rows (``Verdict.kind``).

@@ -150,10 +150,15 @@ def read_table(prefix: str) -> list[dict]:
 def comparable(rows: list[dict], root: str) -> list[dict]:
     """Rows with the store-specific parts taken out: ``source_uri`` relative to ``root``, and
     the columns derived from the URI or the store's version (doc_id, chunk_id,
-    source_version) dropped; sorted, so two stores' tables compare equal."""
+    source_version, and attempted: a store that reports no version has every failure tried
+    again) dropped; sorted, so two stores' tables compare equal."""
     out = []
     for r in rows:
-        r = {k: v for k, v in r.items() if k not in ("doc_id", "chunk_id", "source_version")}
+        r = {
+            k: v
+            for k, v in r.items()
+            if k not in ("doc_id", "chunk_id", "source_version", "attempted")
+        }
         assert r["source_uri"].startswith(root), (r["source_uri"], root)
         r["source_uri"] = r["source_uri"][len(root) :]
         if "message" in r:

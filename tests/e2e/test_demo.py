@@ -37,7 +37,9 @@ def test_demo_runs_twice_on_the_sample_corpus(tmp_path):
     second = chunkmill("run", "--run-id", "demo2", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     assert f"carried over {listed - 1}" in second.stdout
-    assert f"listed {listed}  read 1  processed 0" in second.stdout  # only the broken PDF
+    # The broken PDF failed last night and is unchanged: not read again, failed again.
+    assert f"listed {listed}  read 0  processed 0" in second.stdout
+    assert "failed 1 (corrupt 1; 1 known, not retried)" in second.stdout
     assert "new to embed 0" in second.stdout
     assert (tmp_path / "out" / "LATEST").read_text().strip() == "demo2"
 

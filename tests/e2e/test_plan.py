@@ -28,17 +28,29 @@ def plan(capsys, *args: str) -> tuple[dict[str, int], dict[str, set[str]], str]:
     """Runs `chunkmill plan`; returns its counts, the documents it names, and its output."""
     assert main(["plan", *args]) == 0
     out = capsys.readouterr().out
-    m = re.search(r"listed (\d+)  new (\d+)  changed (\d+)  unchanged (\d+)  removed (\d+)", out)
-    assert m, out
-    counts = dict(
-        zip(("listed", "new", "changed", "unchanged", "removed"), map(int, m.groups()), strict=True)
+    m = re.search(
+        r"listed (\d+)  new (\d+)  changed (\d+)  unchanged (\d+)  removed (\d+)  "
+        r"failed before (\d+)",
+        out,
     )
-    named: dict[str, set[str]] = {"new": set(), "changed": set(), "removed": set()}
+    assert m, out
+    names = ("listed", "new", "changed", "unchanged", "removed", "failed")
+    counts = dict(zip(names, map(int, m.groups()), strict=True))
+    named: dict[str, set[str]] = {"new": set(), "changed": set(), "removed": set(), "failed": set()}
     for line in out.splitlines():
         word, _, rest = line.partition(" ")
         if word in named:
             named[word].add(rest.strip())
     return counts, named, out
+
+
+def estimate(text: str) -> int:
+    """The tokens to embed a plan's output estimates (0 when it has nothing to read)."""
+    if "0 tokens to embed (nothing to read)" in text:
+        return 0
+    m = re.search(r"estimate   ~([\d,]+) tokens in ~([\d,]+) chunks to embed \(likely", text)
+    assert m, text
+    return int(m.group(1).replace(",", ""))
 
 
 def test_plan_predicts_what_run_reads_and_writes_nothing(
@@ -69,29 +81,31 @@ def test_plan_predicts_what_run_reads_and_writes_nothing(
     assert tree(tmp_path) == before, "plan wrote something"
     assert by_plan and not [p for p in by_plan if p.startswith(str(corpus))], "plan read a doc"
     assert all(p.startswith(str(out)) for p in by_plan)  # LATEST and the prior manifest
-    broken = str(corpus / "broken.pdf")  # failed last night: no manifest rows, so new again
-    assert counts == {"listed": 6, "new": 2, "changed": 1, "unchanged": 3, "removed": 1}
-    assert named == {"new": {str(new), broken}, "changed": {str(start)}, "removed": {str(faq)}}
-    m = re.search(r"at most ~(\d+) chunks, ~(\d+) tokens to embed", text)
-    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0
-    assert "from the prior manifest's" in text
+    broken = str(corpus / "broken.pdf")  # failed last night and unchanged: not read
+    assert counts == {
+        "listed": 6, "new": 1, "changed": 1, "unchanged": 3, "removed": 1, "failed": 1
+    }  # fmt: skip
+    assert named == {
+        "new": {str(new)}, "changed": {str(start)}, "removed": {str(faq)}, "failed": {broken}
+    }  # fmt: skip
+    tokens_planned = estimate(text)
+    assert "markdown from 2 prior documents" in text
 
     second = chunkmill("--input", str(corpus / "**"), run_id="r2")
     c = second.counts
     assert c["docs_read"] == counts["new"] + counts["changed"]
     assert c["docs_carried_over"] == counts["unchanged"]
+    assert c["docs_failed_not_retried"] == counts["failed"]
     assert c["docs_removed"] == counts["removed"] and c["docs_listed"] == counts["listed"]
     # The documents the run processed or failed are exactly the ones the plan named.
     old = {(r["source_uri"], r["content_sha256"]) for r in first.rows("manifest")}
     redone = [
         r for r in second.rows("manifest") if (r["source_uri"], r["content_sha256"]) not in old
     ]
-    failed = {r["source_uri"] for r in second.rows("errors")}
-    assert {r["source_uri"] for r in redone} | failed == named["new"] | named["changed"]
-    # The estimate is of every chunk of those documents; here it is within a factor of two.
-    chunks, tokens = len(redone), sum(r["token_count"] for r in redone)
-    assert chunks / 2 <= int(m.group(1)) <= chunks * 2
-    assert tokens / 2 <= int(m.group(2)) <= tokens * 2
+    retried = {r["source_uri"] for r in second.rows("errors") if r["attempted"]}
+    assert {r["source_uri"] for r in redone} | retried == named["new"] | named["changed"]
+    embedded = c["tokens_to_embed"]
+    assert embedded / 2 <= tokens_planned <= embedded * 2
 
 
 def test_plan_after_a_config_change_calls_every_document_changed(chunkmill, corpus, capsys):
@@ -105,12 +119,55 @@ def test_plan_after_a_config_change_calls_every_document_changed(chunkmill, corp
         "--strategy",
         "sentence",
     )
-    assert counts["changed"] == 5 and counts["unchanged"] == 0 and counts["new"] == 1
+    assert counts["changed"] == 5 and counts["unchanged"] == 0
+    # broken.pdf failed under the old config; the new one may read it, so it is new again.
+    assert counts["new"] == 1 and counts["failed"] == 0
 
 
 def test_plan_of_a_first_run_creates_no_output(corpus, tmp_path, capsys):
     out = tmp_path / "nothing-here"
     counts, named, text = plan(capsys, "--input", str(corpus / "**"), "--output", str(out))
     assert counts["new"] == 6 and counts["listed"] == 6
-    assert "no prior manifest to learn from" in text
+    assert "rough (no prior of the format: default rates)" in text
     assert not out.exists()
+
+
+def test_plan_predicts_the_tokens_run_embeds_pdfs_included(chunkmill, tmp_path, capsys):
+    """Plan, then run, three nights: a first run over Markdown and generated PDFs, a night of
+    edits, a night with nothing changed. Plan's tokens are within 2x of what the run embeds,
+    and its documents to read are the run's ``docs_read``."""
+    from tests.e2e.conftest import prose
+    from tests.helpers import make_pdf
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(6):
+        (root / f"guide{i}.md").write_text(f"# Guide {i}\n\n" + prose(f"guide{i}", 4 + 2 * i))
+    for i in range(3):
+        pages = [prose(f"report{i}p{p}", 3) for p in range(1 + i)]
+        (root / f"report{i}.pdf").write_bytes(make_pdf(pages))
+    (root / "broken.pdf").write_bytes(make_pdf(["x " * 50])[:300])
+    out = tmp_path / "out"
+    args = ("--input", str(root / "**"), "--output", str(out))
+
+    def night(run_id: str) -> tuple[dict[str, int], int, dict]:
+        counts, _, text = plan(capsys, *args)
+        return counts, estimate(text), chunkmill(*args[:2], run_id=run_id).counts
+
+    for run_id in ("first", "edited", "quiet"):
+        if run_id == "edited":
+            g = root / "guide3.md"
+            g.write_text(g.read_text().replace("guide3 paragraph 2:", "guide3 paragraph II:"))
+            g = root / "guide5.md"
+            g.write_text(g.read_text() + "\n\n" + prose("appendix", 2))
+            (root / "guide0.md").unlink()
+            (root / "new.md").write_text("# New\n\n" + prose("newdoc", 5))
+            (root / "report9.pdf").write_bytes(make_pdf([prose("late", 4), prose("later", 4)]))
+        counts, planned, ran = night(run_id)
+        assert counts["new"] + counts["changed"] == ran["docs_read"], run_id
+        assert counts["failed"] == ran["docs_failed_not_retried"], run_id
+        embedded = ran["tokens_to_embed"]
+        if run_id == "quiet":
+            assert planned == embedded == 0
+        else:
+            assert embedded > 0 and embedded / 2 <= planned <= embedded * 2, (run_id, planned)

@@ -22,7 +22,7 @@ def test_first_run_writes_every_table_and_publishes(chunkmill, corpus, tmp_path)
     assert c["docs_carried_over"] == 0 and c["chunks_removed"] == 0
     assert c["failed_by_reason"] == {"corrupt": 1}
     assert (tmp_path / "out" / "LATEST").read_text().strip() == "r1"
-    assert run.report["prior"] == {"mode": "auto", "run_id": None, "manifest": None}
+    assert run.report["prior"] == {"mode": "auto", "run_id": None, "manifest": None, "errors": []}
 
     (error,) = run.rows("errors")
     assert error["source_uri"].endswith("broken.pdf") and error["reason"] == "corrupt"
@@ -47,9 +47,10 @@ def test_rerun_without_change_embeds_nothing_and_carries_everything(chunkmill, c
     second = chunkmill("--input", str(corpus / "**"), run_id="r2")
     c = second.counts
     assert c["docs_carried_over"] == 5 and c["docs_processed"] == 0
-    assert c["docs_failed"] == 1  # the corrupt PDF is retried every night
-    # The listing's size and mtime are unchanged: only the failed PDF is read again.
-    assert c["docs_read"] == 1
+    # The corrupt PDF failed last night and is unchanged: it fails again, unread.
+    assert c["docs_failed"] == 1 and c["docs_failed_not_retried"] == 1
+    # The listing's size and mtime are unchanged: nothing is read.
+    assert c["docs_read"] == 0
     assert c["chunks_to_embed"] == 0 and second.table("chunks").num_rows == 0
     assert c["chunks_removed"] == 0
     assert second.report["prior"]["run_id"] == "r1"
@@ -64,14 +65,14 @@ def test_touched_file_is_read_once_then_skipped_again(chunkmill, corpus):
     st = notes.stat()
     os.utime(notes, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # same bytes
     second = chunkmill("--input", str(corpus / "**"), run_id="r2")
-    assert second.counts["docs_read"] == 2  # notes.txt and the failed PDF
+    assert second.counts["docs_read"] == 1  # notes.txt (the failed PDF is unchanged)
     assert second.counts["docs_carried_over"] == 5 and second.counts["chunks_to_embed"] == 0
     versions = {
         r["source_version"] for r in second.rows("manifest") if r["source_uri"] == str(notes)
     }
     assert versions == {f"size={st.st_size};mtime={notes.stat().st_mtime!r}"}
     third = chunkmill("--input", str(corpus / "**"), run_id="r3")
-    assert third.counts["docs_read"] == 1
+    assert third.counts["docs_read"] == 0
 
 
 def test_edit_rechunks_only_that_file_and_only_changed_chunks_are_new(chunkmill, corpus):

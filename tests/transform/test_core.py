@@ -368,3 +368,70 @@ def test_a_folder_that_failed_to_list_removes_nothing_under_it():
     assert counts["skipped_by_reason"] == {storage.UNSUPPORTED_FORMAT: 1}
     assert counts["listing_errors_by_reason"] == {storage.LIST_FAILED: 1}
     assert counts["docs_listed"] == 1 == counts["docs_carried_over"]
+
+
+def test_a_document_that_failed_at_the_listed_version_is_not_read_again(tmp_path):
+    """The prior errors table joins the listing: a failure at the listed version under the
+    same attempt key is repeated unread (the store has no bytes for it: a read would be a
+    read_failed error); one at another version, or a transient one, is read again."""
+    from transforms import document
+    from transforms.types import PriorError
+
+    key = document.attempt_key(SMALL)
+    known, rewritten, transient = "/c/known.pdf", "/c/rewritten.md", "/c/flaky.md"
+    store = {rewritten: paragraphs("fixed"), transient: paragraphs("back")}
+    was_good = manifest_rows(known, make_pdf(["was " * 20]))  # before it broke
+    versioned = [{**r, "source_version": "v0"} for r in was_good]
+    errors = [
+        (ids.doc_id(known), PriorError("v1", key, "extract", "corrupt", "bad xref", "s1")),
+        (ids.doc_id(rewritten), PriorError("v1", key, "extract", "empty", "blank", "s2")),
+        (ids.doc_id(transient), PriorError("v1", key, "read", "read_failed", "503", None)),
+        (ids.doc_id("/c/gone.md"), PriorError("v1", key, "extract", "binary", "PNG", None)),
+    ]
+    listing = [SourceFile(known, 50, "v1"), SourceFile(rewritten, 9, "v2")]
+    listing.append(SourceFile(transient, 9, "v1"))
+    with TestPipeline(runner="FnApiRunner") as p:
+        inputs = {
+            "files": p | "Files" >> beam.Create(listing),
+            "prior": p | "Prior" >> beam.Create(write_prior(versioned, str(tmp_path))),
+            "prior_errors": p | "PriorErrors" >> beam.Create(errors),
+        }
+        out = inputs | ChunkCorpus(config=SMALL, read_bytes=FakeStore(store))
+        assert_that(
+            out["counts"]
+            | beam.Map(
+                lambda c: (
+                    c["docs_read"],
+                    c["docs_processed"],
+                    c["docs_failed"],
+                    c["docs_failed_not_retried"],
+                    c["failed_by_reason"],
+                )
+            ),
+            equal_to([(2, 2, 1, 1, {"corrupt": 1})]),
+        )
+        assert_that(
+            out["errors"]
+            | beam.FlatMap(lambda t: t.to_pylist())
+            | beam.Map(
+                lambda r: (
+                    r["source_uri"],
+                    r["reason"],
+                    r["message"],
+                    r["content_sha256"],
+                    r["source_version"],
+                    r["attempt_key"],
+                    r["attempted"],
+                )
+            ),
+            equal_to([(known, "corrupt", "bad xref", "s1", "v1", key, False)]),
+            label="Errors",
+        )
+        assert_that(  # the document's rows from before it broke are kept, as by any failure
+            out["manifest"]
+            | beam.FlatMap(lambda t: t.to_pylist())
+            | beam.Filter(lambda r: r["source_uri"] == known)
+            | beam.Map(lambda r: (r["chunk_id"], r["source_version"])),
+            equal_to([(r["chunk_id"], "v0") for r in versioned]),
+            label="KeptRows",
+        )

@@ -73,3 +73,8 @@ def test_template_switches_take_true_or_false():
         "--exclude=drafts/**",
     ]
     assert launch.template_args(["--follow_symlinks=false"]) == []
+
+
+@pytest.mark.parametrize(("value", "flags"), [("true", ["--retry-failed"]), ("false", [])])
+def test_a_switch_is_true_or_false_as_a_template_parameter(value, flags):
+    assert launch.template_args([f"--retry_failed={value}", "--runner=X"]) == [*flags, "--runner=X"]

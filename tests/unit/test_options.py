@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 
 import pytest
 
@@ -183,3 +184,29 @@ def test_a_usage_error_quoting_a_uri_shows_no_credential(tmp_path, capsys):
     assert main(argv) == 2
     err_text = capsys.readouterr().err
     assert "argument --input" in err_text and "SENTINEL" not in err_text
+
+
+def test_a_manifest_of_the_previous_schema_version_is_still_a_prior(docs, tmp_path):
+    # Version 3 added columns to the errors table only: a version 2 manifest reads the same.
+    out = tmp_path / "out"
+    _prior_run(out, {b"chunkmill.schema_version": b"2", b"chunkmill.version": b"0.1.0"})
+    s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    assert s.prior_run_id == "r1"
+
+
+def test_the_prior_run_s_errors_files_come_from_its_success_unless_retry_failed(docs, tmp_path):
+    out = tmp_path / "out"
+    _prior_run(out)
+    run = out / "runs" / "r1"
+    # A stray file beside the listed one (a retry's leftover) is not a prior failure.
+    shutil.copy(run / "errors" / "part-00000-of-00001.parquet", run / "errors" / "stray.parquet")
+    argv = ["--input", str(docs / "*"), "--output", str(out)]
+    listed = (str(run / "errors" / "part-00000-of-00001.parquet"),)
+    assert parse_run([*argv, "--run-id", "r2"]).prior_errors == listed
+    assert parse_run([*argv, "--run-id", "r2", "--retry-failed"]).prior_errors == ()
+    # A run folder given as the prior is a run too; a manifest glob has no errors table.
+    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", str(run)]).prior_errors == (
+        listed
+    )
+    glob = str(run / "manifest" / "*.parquet")
+    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", glob]).prior_errors == ()

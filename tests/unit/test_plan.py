@@ -32,7 +32,16 @@ def listing(*docs: tuple[str, int, str | None]) -> pa.Table:
     )
 
 
-def prior_rows(uri: str, n: int, version: str | None, fp: str = FP, tokens: int = 10):
+def prior_rows(
+    uri: str,
+    n: int,
+    version: str | None,
+    fp: str = FP,
+    tokens: int = 10,
+    fmt: str = "markdown",
+    new: int = 0,
+):
+    """``n`` rows of one prior document, its first ``new`` rows new in the prior run."""
     return [
         {
             "doc_id": ids.doc_id(uri),
@@ -40,8 +49,10 @@ def prior_rows(uri: str, n: int, version: str | None, fp: str = FP, tokens: int 
             "source_version": version,
             "config_fingerprint": fp,
             "token_count": tokens,
+            "is_new": i < new,
+            "doc_format": fmt,
         }
-        for _ in range(n)
+        for i in range(n)
     ]
 
 
@@ -53,6 +64,8 @@ def prior_table(rows: list[dict], batch: int = 1000) -> list[pa.Table]:
             ("source_version", pa.string()),
             ("config_fingerprint", pa.string()),
             ("token_count", pa.int32()),
+            ("is_new", pa.bool_()),
+            ("doc_format", pa.string()),
         ]
     )
     return [pa.Table.from_pylist(rows[i : i + batch], schema) for i in range(0, len(rows), batch)]
@@ -115,7 +128,13 @@ def test_compare_counts_every_category_and_reads_only_new_and_changed():
     assert summary.num_rows == 3
     listed = listing(("/c/same.md", 100, V1), ("/c/edited.md", 120, V2), ("/c/new.md", 50, V1))
     got = plan.compare(listed, summary, SMALL)
-    assert got.counts == {"new": 1, "changed": 1, "unchanged": 1, "removed": 1}
+    assert got.counts == {
+        "new": 1,
+        "changed": 1,
+        "unchanged": 1,
+        "removed": 1,
+        plan.KNOWN_FAILED: 0,
+    }
     assert got.examples["new"] == ["/c/new.md"]
     assert got.examples["changed"] == ["/c/edited.md"]
     assert got.examples["removed"] == ["/c/gone.md"]
@@ -142,44 +161,87 @@ def test_compaction_keeps_per_document_sums(monkeypatch):
     assert got == {f"/c/{i}.md": (3, 3 * (i + 1)) for i in range(5)}
 
 
-def test_estimate_from_prior_uses_tokens_and_chunks_per_byte_of_known_sizes():
-    # a.md: 100 bytes made 2 chunks of 10 tokens; b.md: 300 bytes made 6 chunks of 10.
-    rows = prior_rows("/c/a.md", 2, "size=100;mtime=1.0") + prior_rows(
-        "/c/b.md", 6, "size=300;mtime=1.0"
+def test_new_documents_are_priced_by_the_prior_rate_of_their_format():
+    # Markdown: 100 + 300 bytes made 8 chunks of 10 tokens; PDF: 10,000 bytes made 2 chunks
+    # of 10 tokens (most of a PDF's bytes are not text).
+    rows = (
+        prior_rows("/c/a.md", 2, "size=100;mtime=1.0")
+        + prior_rows("/c/b.md", 6, "size=300;mtime=1.0")
+        + prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf")
     )
     summary = plan.summarise_prior(prior_table(rows), FP)
-    listed = listing(("/c/a.md", 100, "size=100;mtime=1.0"), ("/c/new.md", 1000, V1))
+    listed = listing(
+        ("/c/a.md", 100, "size=100;mtime=1.0"), ("/c/new.md", 1000, V1), ("/c/n.pdf", 5000, V1)
+    )
     e = plan.compare(listed, summary, SMALL).estimate
-    # 80 tokens and 8 chunks over 400 bytes; 1000 new bytes.
-    assert (e.bytes_to_read, e.chunks, e.tokens) == (1000, 20, 200)
-    assert "over 2 documents" in e.rates.basis  # b.md is removed but still teaches the rate
+    # 1000 B x 0.2 tokens/B + 5000 B x 0.002 tokens/B; the same per chunk.
+    assert (e.bytes_to_read, e.tokens, e.chunks) == (6000, 210, 21)
+    assert "markdown from 2 prior documents" in e.basis  # b.md is removed but still teaches
+    assert "pdf from 1 prior document" in e.basis and not e.rough
+    assert e.low < e.tokens < e.high
 
 
-@pytest.mark.parametrize(
-    ("config", "bytes_per_token", "limit"),
-    [
-        (ChunkingConfig.create("paragraph"), 4, 700),
-        (ChunkingConfig.create("paragraph", max_tokens=100, overlap_tokens=10), 4, 100),
-        (ChunkingConfig.create("sentence", chunk_size=800, chunk_overlap=0), 4, 200),
-        (ChunkingConfig.create("auto"), 4, 250),  # recursive's 1000 characters for code
-        (ChunkingConfig.create("section", tokenizer="whitespace"), 6, 512),
-        (ChunkingConfig.create("paragraph-window"), 4, plan.DEFAULT_CHUNK_TOKENS),
-    ],
-)
-def test_default_rates_without_a_prior(config, bytes_per_token, limit):
-    r = plan.default_rates(config)
-    assert r.tokens_per_byte == pytest.approx(1 / bytes_per_token)
-    assert r.chunks_per_byte == pytest.approx(1 / bytes_per_token / (limit * plan.CHUNK_FILL))
-    e = plan.compare(listing(("/c/n.md", 10_000, V1)), plan._SUMMARY.empty_table(), config)
-    assert e.estimate.tokens == -(-10_000 // bytes_per_token)
-    assert e.estimate.rates == r
+def test_a_format_without_a_prior_gets_the_measured_default_and_a_wide_range():
+    e = plan.compare(
+        listing(("/c/n.pdf", 100_000, V1)), plan._SUMMARY.empty_table(), SMALL
+    ).estimate
+    tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
+    assert e.tokens == round(100_000 * tokens_per_byte) and e.rough
+    assert "pdf rough" in e.basis
+    # A PDF's text per byte varies by two orders of magnitude: so does the range.
+    assert e.high / e.low > 30
 
 
-def test_estimate_rounds_up():
-    rates = plan.Rates(0.001, 0.25, "x")
-    assert plan.estimate(1, rates) == plan.Estimate(1, 1, 1, rates)
-    assert plan.estimate(0, rates) == plan.Estimate(0, 0, 0, rates)
-    assert plan.estimate(4000, rates).chunks == 4
+@pytest.mark.parametrize(("tokenizer", "factor"), [("chars4", 1.0), ("whitespace", 4 / 6)])
+def test_default_rates_follow_the_tokenizer(tokenizer, factor):
+    config = ChunkingConfig.create("paragraph", tokenizer=tokenizer)
+    rate = plan.default_rate("markdown", config)
+    assert rate.tokens_per_byte == pytest.approx(plan.DEFAULT_RATES["markdown"][0] * factor)
+    assert plan.default_rate("rst", config).tokens_per_byte == pytest.approx(0.25 * factor)
+
+
+def test_an_edited_document_is_priced_from_its_own_rows_and_the_edit_share():
+    # 4 chunks of 10 tokens at 100 bytes; now 200 bytes: ~80 tokens, of which a share is new.
+    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)), FP)
+    e = plan.compare(listing(("/c/a.md", 200, V2)), summary, SMALL).estimate
+    assert e.tokens == round(80 * plan.EDIT_SHARE)
+    assert (e.low, e.high) == (10, 80)  # one chunk .. all of it
+    assert e.rough and "rough" in e.basis
+
+
+def test_the_edit_share_is_learnt_from_documents_the_prior_run_found_partly_new():
+    edited = [r for i in range(3) for r in prior_rows(f"/c/e{i}.md", 10, V1, new=1)]
+    summary = plan.summarise_prior(prior_table(edited + prior_rows("/c/a.md", 4, V1)), FP)
+    e = plan.compare(listing(("/c/a.md", 100, V2)), summary, SMALL).estimate
+    assert e.tokens == 4  # 10% of 40 tokens
+    assert "~10% of its tokens, as the 3 documents edited in the prior run did" in e.basis
+    assert not e.rough
+
+
+def test_a_document_that_failed_before_and_did_not_change_is_not_read():
+    key = "k1"
+    failures = pa.table(
+        {
+            "doc_id": [ids.doc_id(u) for u in ("/c/bad.pdf", "/c/fixed.pdf", "/c/flaky.md")],
+            "failed_version": [V1, V1, V1],
+            "failed_key": [key, key, key],
+            "failed_reason": ["corrupt", "corrupt", "read_failed"],
+        },
+        schema=plan._FAILURES,
+    )
+    listed = listing(("/c/bad.pdf", 100, V1), ("/c/fixed.pdf", 120, V2), ("/c/flaky.md", 5, V1))
+    got = plan.compare(listed, plan._SUMMARY.empty_table(), SMALL, failures, key)
+    assert got.counts[plan.KNOWN_FAILED] == 1 and got.counts[plan.NEW] == 2
+    assert got.examples[plan.KNOWN_FAILED] == ["/c/bad.pdf"]
+    assert got.estimate.bytes_to_read == 125
+    again = plan.compare(listed, plan._SUMMARY.empty_table(), SMALL, failures, "other key")
+    assert again.counts[plan.KNOWN_FAILED] == 0 and again.counts[plan.NEW] == 3
+
+
+def test_nothing_to_read_estimates_nothing():
+    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)), FP)
+    e = plan.compare(listing(("/c/a.md", 100, V1)), summary, SMALL).estimate
+    assert (e.tokens, e.chunks, e.low, e.high) == (0, 0, 0, 0)
 
 
 def test_examples_are_the_first_uris_in_order(monkeypatch):

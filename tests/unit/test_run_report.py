@@ -110,6 +110,9 @@ def _error(uri: str, reason: str, message: str) -> dict[str, Any]:
         "size_bytes": 1,
         "content_sha256": None,
         "versions": "chunkmill 0",
+        "source_version": None,
+        "attempt_key": None,
+        "attempted": True,
     }
 
 

@@ -298,3 +298,10 @@ def _reject_binary(data: bytes) -> None:
     if data.count(b"\x00") <= _MAX_STRAY_NUL_SHARE * len(data) or utf16_by_nuls(data):
         return
     raise ExtractionError("binary", f"binary content: NUL bytes from offset {nul}")
+
+
+def format_by_name(path: str) -> str | None:
+    """The format ``extract`` gives a document at ``path`` by its extension alone (the bytes
+    can still make it ``binary``), or None when only its bytes can tell (no extension, or an
+    unknown one). Nothing is opened."""
+    return _EXTENSIONS.get(_extension(path))
