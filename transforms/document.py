@@ -80,9 +80,20 @@ def error_row(
     }
 
 
-# Failures that say nothing about the document itself (the store or the network failed, or
-# the object moved under the read): always tried again.
-TRANSIENT_REASONS = frozenset({"read_failed", "vanished", "changed", "list_failed"})
+# Failures that say nothing about the document's bytes (the store or the network failed, the
+# object moved under the read, or a symlink's target or the file's type changed, which its
+# listed version need not show): always tried again.
+TRANSIENT_REASONS = frozenset(
+    {
+        "read_failed",
+        "vanished",
+        "changed",
+        "list_failed",
+        "link_target_missing",
+        "not_regular_file",
+        "symlink_outside_input",
+    }
+)
 
 
 def attempt_key(config: ChunkingConfig) -> str:

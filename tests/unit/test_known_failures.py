@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from tests.helpers import SMALL
-from transforms import document, ids
+from transforms import document, ids, storage
 from transforms.config import ChunkingConfig
 from transforms.isolation import Limits
 from transforms.types import PriorError, WorkItem
@@ -46,6 +46,16 @@ def test_a_failure_is_tried_again_when_anything_it_depended_on_may_have_changed(
 
 @pytest.mark.parametrize("reason", sorted(document.TRANSIENT_REASONS))
 def test_transient_failures_are_always_tried_again(reason):
+    assert not document.is_known_failure(failure(reason), "v1", KEY)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [storage.LINK_TARGET_MISSING, storage.NOT_REGULAR, storage.SYMLINK_OUTSIDE_INPUT],
+)
+def test_a_link_whose_target_came_back_is_read_again(reason):
+    # A symlink's listed version is the link's own: its target can return, or change type,
+    # with the same version, so these read failures are never "known".
     assert not document.is_known_failure(failure(reason), "v1", KEY)
 
 
