@@ -645,6 +645,7 @@ def _estimate(
     defaults: list[str] = []
     documents_read = 0
     for fmt, size in sorted(work.by_rate.items()):
+        fmt_chunks_at_least = 0.0
         rate = learnt_rate(work.learnt[fmt]) if fmt != UNKNOWN else None
         if rate is None and fmt == UNKNOWN:
             rate = learnt_rate(work.all_learnt)
@@ -657,6 +658,9 @@ def _estimate(
             failed = len(sample) - len(pairs)
             of = f"{len(sample)} of {_plural(work.docs_by_rate[fmt], fmt.upper())} to read"
             if rate is not None:
+                # A document with text is at least one chunk: a rate measured on a few
+                # documents says little of chunks, which depend on each one's length.
+                fmt_chunks_at_least = work.docs_by_rate[fmt] * len(pairs) / len(sample)
                 notes.append(
                     f"{fmt} from a sample of {of} (read for this estimate"
                     + (f"; {failed} failed to extract, left out)" if failed else ")")
@@ -666,10 +670,11 @@ def _estimate(
         if rate is None:
             rate = default_rate(fmt, config)
             defaults.append(fmt)
-        else:
+        elif rate.documents:
             notes.append(f"{fmt} from {_plural(rate.documents, 'prior document')}")
         t = size * rate.tokens_per_byte
-        tokens, chunks = tokens + t, chunks + size * rate.chunks_per_byte
+        tokens += t
+        chunks += max(size * rate.chunks_per_byte, fmt_chunks_at_least)
         low, high = low + t * rate.low, high + t * rate.high
     rough = bool(defaults)
     if defaults:

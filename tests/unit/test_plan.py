@@ -383,7 +383,7 @@ def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
     def measure(docs):
         asked.append([d.uri for d in docs])
         # Every document: 100 tokens in its 10,000 bytes (0.01 a byte), one fails.
-        return [None if d.uri == "/c/00.pdf" else (d.size, 100) for d in docs]
+        return [None if i == 0 else (d.size, 100) for i, d in enumerate(docs)]
 
     p = plan.compare(_pdfs(31), plan._SUMMARY.empty_table(), SMALL, measure=measure)
     e = p.estimate
@@ -392,6 +392,9 @@ def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
     assert asked[0] == [u for _, u in by_id[: plan.SAMPLE_DOCUMENTS]]
     assert e.tokens == 31 * 100 and e.documents_read == plan.SAMPLE_DOCUMENTS
     assert "pdf from a sample of 8 of 31 PDFs to read (read for this estimate" in e.basis
+    assert "1 failed to extract, left out" in e.basis and "prior document" not in e.basis
+    # Each of the 7 in 8 documents that extract is a chunk at least.
+    assert e.chunks == 28
     settings = RunSettings(
         inputs=("/c/*",),
         output="/out",
