@@ -2,8 +2,9 @@
 
 It lists the inputs exactly as ``run`` does (the same patterns, the output prefix left out, an
 object matched twice counted once), compares the listing with the prior manifest from listing
-metadata alone, and estimates what would go to the embedder. It reads no document and writes
-nothing.
+metadata alone, and estimates what would go to the embedder. It writes nothing, and reads no
+document but a small sample of those to read of a format whose text per byte no default can
+tell (``SAMPLED_FORMATS``: PDF) when the prior manifest teaches no rate of it.
 
 A listed document is
 
@@ -26,7 +27,9 @@ documents ``run`` reads (its ``docs_read``).
 The estimate is of tokens to *embed*. A new document, or one whose prior rows were made with
 another config, is priced by the rate of its format (tokens and chunks per byte of file,
 learnt from the prior manifest's documents of that ``doc_format`` made with the current
-config, else ``DEFAULT_RATES``), and embeds every token (duplicates are not modelled). An
+config, else, for a PDF, measured on a sample of the PDFs to read (``SAMPLE_DOCUMENTS`` of
+smallest ``doc_id`` within ``SAMPLE_BYTES``, extracted as the run extracts them), else
+``DEFAULT_RATES``), and embeds every token (duplicates are not modelled). An
 edited document is priced from its own prior rows, scaled by its new size, and embeds only a
 share of them (its chunks whose text is unchanged keep their hash): the share learnt from the
 prior run's edited documents (those with new and old chunks), else ``EDIT_SHARE``. Each part
@@ -46,7 +49,7 @@ import dataclasses
 import logging
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +122,17 @@ EDIT_SHARE = 0.35
 # Prior documents with new and old chunks both (edited in the prior run) needed to learn the
 # edit share from the prior manifest instead.
 EDITS_TO_LEARN = 3
+# Formats whose text per byte varies too much between corpora for any default to be within
+# 2x (PDF: 0.0061 to 0.27 tokens per byte, see DEFAULT_RATES). When the prior teaches no rate
+# for one, plan reads a sample of its documents to read and measures their text instead.
+SAMPLED_FORMATS = frozenset({"pdf"})
+# The sample: the documents of the format with the smallest doc_id (a hash of the URI, so the
+# choice is the same every time and unrelated to names, folders or sizes), at most
+# SAMPLE_DOCUMENTS of them (each costs a parse, up to --timeout-seconds: a hostile document
+# costs a timeout, never the plan) and SAMPLE_BYTES in all (a plan reads megabytes, not the
+# corpus); a document larger than SAMPLE_BYTES alone is never sampled.
+SAMPLE_DOCUMENTS = 8
+SAMPLE_BYTES = 64 * 1024 * 1024
 
 # The object size in a source_version: "size=N;mtime=T" (local disk, Beam's stores) or
 # "etag=E;size=N" (S3); a GCS "gen=G" records none.
@@ -225,6 +239,58 @@ def default_rate(fmt: str, config: ChunkingConfig) -> Rate:
     return Rate(tokens * 4.0 / bytes_per_token, chunks_per_kb / 1024, low, high, 0)
 
 
+def sampled_rate(pairs: Sequence[tuple[int, int]], fmt: str, config: ChunkingConfig) -> Rate | None:
+    """The rate of ``fmt`` measured on a sample: ``pairs`` are the sampled documents'
+    (bytes, tokens of their extracted text), failed documents left out. Tokens per byte is
+    sum(tokens) / sum(bytes); chunks per byte follows from it at the default's tokens per
+    chunk (``DEFAULT_RATES``: the strategy's chunk size does not depend on the corpus). The
+    likely range spans the sampled documents' own rates, and at least ``TEXT_RANGE`` (the
+    documents not sampled may be further out). None when no document has bytes."""
+    size = sum(b for b, _ in pairs)
+    if size <= 0:
+        return None
+    tokens = sum(t for _, t in pairs)
+    rate = tokens / size
+    default = default_rate(fmt, config)
+    chunks_per_token = default.chunks_per_byte / default.tokens_per_byte
+    each = [t / b for b, t in pairs if b > 0]
+    low, high = TEXT_RANGE
+    if rate > 0:
+        low, high = min(low, min(each) / rate), max(high, max(each) / rate)
+    return Rate(rate, rate * chunks_per_token, low, high, 0)
+
+
+@dataclass(frozen=True, order=True)
+class SampleDoc:
+    """A document to read that a sample may measure (ordered by ``doc_id``)."""
+
+    doc_id: str
+    uri: str
+    version: str | None
+    size: int
+
+
+# Measures sampled documents: for each, (bytes read, tokens of its extracted text), or None
+# when it could not be read or extracted.
+Measure = Callable[[Sequence[SampleDoc]], Sequence[tuple[int, int] | None]]
+
+
+def choose_sample(
+    candidates: Iterable[SampleDoc], max_bytes: int = SAMPLE_BYTES
+) -> list[SampleDoc]:
+    """The sample: candidates in ``doc_id`` order, each taken while the total stays within
+    ``max_bytes`` (one that would pass it is skipped), at most ``SAMPLE_DOCUMENTS``."""
+    chosen: list[SampleDoc] = []
+    total = 0
+    for doc in sorted(candidates):
+        if len(chosen) == SAMPLE_DOCUMENTS:
+            break
+        if total + doc.size <= max_bytes:
+            chosen.append(doc)
+            total += doc.size
+    return chosen
+
+
 def learnt_rate(learnt: _Learnt) -> Rate | None:
     if learnt.docs == 0 or learnt.size <= 0:
         return None
@@ -243,6 +309,7 @@ class Estimate:
     high: int
     basis: str  # where the figures come from, for a person
     rough: bool  # some figure rests on a default, not on the prior
+    documents_read: int = 0  # documents read to measure a sample (SAMPLED_FORMATS)
 
 
 def _ceil(x: float) -> int:
@@ -446,6 +513,11 @@ class _Work:
     """What the documents to read add up to, gathered in one pass over the listing."""
 
     by_rate: Counter[str] = field(default_factory=Counter)  # format -> bytes priced by rate
+    docs_by_rate: Counter[str] = field(default_factory=Counter)  # format -> documents
+    # SAMPLED_FORMATS -> the SAMPLE_DOCUMENTS candidates of smallest doc_id, sorted, each
+    # within sample_max_bytes (the most one sample reads): enough for choose_sample.
+    candidates: dict[str, list[SampleDoc]] = field(default_factory=lambda: defaultdict(list))
+    sample_max_bytes: int = SAMPLE_BYTES
     edited_tokens: float = 0.0  # edited documents' tokens, scaled from their prior rows
     edited_chunks: float = 0.0
     edited_one_chunk: float = 0.0  # the tokens of one chunk of each edited document
@@ -455,13 +527,28 @@ class _Work:
     edited_prior_tokens: int = 0
     edited_prior_new_tokens: int = 0
 
-    def read(self, uri: str, size: int, prior: PriorDoc | None) -> None:
+    def read(
+        self,
+        uri: str,
+        size: int,
+        prior: PriorDoc | None,
+        doc_id: str = "",
+        version: str | None = None,
+    ) -> None:
         """A new or changed document of ``size`` bytes: a document edited under the current
         config is priced from its own prior rows (scaled by its size); any other by the
         rate of its format."""
         prior_size = prior.size if prior is not None else None
         if prior is None or not prior.current or prior.tokens <= 0:
-            self.by_rate[format_of(uri)] += size
+            fmt = format_of(uri)
+            self.by_rate[fmt] += size
+            self.docs_by_rate[fmt] += 1
+            if fmt in SAMPLED_FORMATS and size <= self.sample_max_bytes:
+                kept = self.candidates[fmt]
+                if len(kept) < SAMPLE_DOCUMENTS or doc_id < kept[-1].doc_id:
+                    kept.append(SampleDoc(doc_id, uri, version, size))
+                    kept.sort()
+                    del kept[SAMPLE_DOCUMENTS:]
             return
         scale = size / prior_size if prior_size else 1.0
         self.edited_tokens += prior.tokens * scale
@@ -489,19 +576,22 @@ def compare(
     config: ChunkingConfig,
     failures: pa.Table | None = None,
     attempt_key: str | None = None,
+    measure: Measure | None = None,
 ) -> Plan:
     """Classify every listed and every prior document and estimate the work (pure: tables in,
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
     ``summarise_prior`` (which counted the rows made with the current config fingerprint),
     ``failures`` those of ``read_failures`` (the prior run's errors), judged under
-    ``attempt_key`` (``transforms.document.attempt_key`` of ``config``)."""
+    ``attempt_key`` (``transforms.document.attempt_key`` of ``config``). ``measure`` reads
+    and measures a sample of a format in ``SAMPLED_FORMATS`` the prior teaches no rate of
+    (``measure_sample``); without it such a format gets its default rate."""
     if failures is not None and failures.num_rows:
         listing = listing.join(_one_failure_per_doc(failures), "doc_id", join_type="left outer")
     joined = listing.join(prior, "doc_id", join_type="full outer")
     counts = dict.fromkeys(CATEGORIES, 0)
     uris: dict[str, list[str]] = {c: [] for c in CATEGORIES}
     bytes_to_read = 0
-    work = _Work()
+    work = _Work(sample_max_bytes=min(SAMPLE_BYTES, config.limits.max_document_bytes))
     for batch in joined.to_batches():
         for row in batch.to_pylist():
             prior_doc = _prior_doc(row)
@@ -519,7 +609,7 @@ def compare(
                 category = classify(row["version"], prior_doc, known)
                 if category in (NEW, CHANGED):
                     bytes_to_read += row["size"]
-                    work.read(uri, row["size"], prior_doc)
+                    work.read(uri, row["size"], prior_doc, row["doc_id"], row["version"])
             counts[category] += 1
             _keep_first(uris[category], uri)
             if prior_doc is not None:
@@ -527,7 +617,7 @@ def compare(
     return Plan(
         counts=counts,
         examples=uris,
-        estimate=_estimate(bytes_to_read, work, config),
+        estimate=_estimate(bytes_to_read, work, config, measure),
         listed=listing.num_rows,
     )
 
@@ -542,25 +632,49 @@ def _one_failure_per_doc(failures: pa.Table) -> pa.Table:
     )
 
 
-def _estimate(bytes_to_read: int, work: _Work, config: ChunkingConfig) -> Estimate:
+def _estimate(
+    bytes_to_read: int, work: _Work, config: ChunkingConfig, measure: Measure | None = None
+) -> Estimate:
     """Tokens to embed: documents priced by rate embed every token (a first run embeds all
     but duplicates, which are not modelled); an edited document embeds a share of its tokens
     (its chunks whose text changed), learnt from the prior's edited documents or
-    ``EDIT_SHARE``."""
+    ``EDIT_SHARE``. A format of ``SAMPLED_FORMATS`` the prior teaches nothing of is priced
+    by a sample ``measure`` reads, else by its default."""
     tokens = chunks = low = high = 0.0
     notes: list[str] = []
     defaults: list[str] = []
+    documents_read = 0
     for fmt, size in sorted(work.by_rate.items()):
+        fmt_chunks_at_least = 0.0
         rate = learnt_rate(work.learnt[fmt]) if fmt != UNKNOWN else None
         if rate is None and fmt == UNKNOWN:
             rate = learnt_rate(work.all_learnt)
+        if rate is None and measure is not None and work.candidates.get(fmt):
+            sample = choose_sample(work.candidates[fmt], work.sample_max_bytes)
+            measured = list(measure(sample))
+            documents_read += len(sample)
+            pairs = [m for m in measured if m is not None]
+            rate = sampled_rate(pairs, fmt, config) if pairs else None
+            failed = len(sample) - len(pairs)
+            of = f"{len(sample)} of {_plural(work.docs_by_rate[fmt], fmt.upper())} to read"
+            if rate is not None:
+                # A document with text is at least one chunk: a rate measured on a few
+                # documents says little of chunks, which depend on each one's length.
+                fmt_chunks_at_least = work.docs_by_rate[fmt] * len(pairs) / len(sample)
+                notes.append(
+                    f"{fmt} from a sample of {of} (read for this estimate"
+                    + (f"; {failed} failed to extract, left out)" if failed else ")")
+                )
+            else:
+                notes.append(f"{fmt} default: every sampled document of {of} failed to extract")
         if rate is None:
             rate = default_rate(fmt, config)
             defaults.append(fmt)
-        else:
+        elif rate.documents:
             notes.append(f"{fmt} from {_plural(rate.documents, 'prior document')}")
         t = size * rate.tokens_per_byte
-        tokens, chunks = tokens + t, chunks + size * rate.chunks_per_byte
+        tokens += t
+        chunks += max(size * rate.chunks_per_byte, fmt_chunks_at_least)
         low, high = low + t * rate.low, high + t * rate.high
     rough = bool(defaults)
     if defaults:
@@ -590,6 +704,7 @@ def _estimate(bytes_to_read: int, work: _Work, config: ChunkingConfig) -> Estima
         _ceil(high),
         "; ".join(notes) or "nothing to read",
         rough,
+        documents_read,
     )
 
 
@@ -612,9 +727,43 @@ def read_failures(paths: Sequence[str]) -> pa.Table:
     return pa.table([list(col) for col in zip(*rows, strict=True)] or [[]] * 4, schema=_FAILURES)
 
 
+def measure_sample(settings: RunSettings) -> Measure:
+    """Measures sampled documents as the run would read them: through ``ObjectReader`` (its
+    version pin, --max-document-bytes and symlink rules), extracted by the run's isolated
+    ``Extractor`` (its limits and PDF engine: a hostile document costs a timeout or a
+    failure, never the plan), tokens counted by the config's tokenizer."""
+
+    def measure(docs: Sequence[SampleDoc]) -> list[tuple[int, int] | None]:
+        from transforms.config import Chunking
+        from transforms.isolation import Extractor
+
+        config = settings.config
+        within = None if settings.follow_symlinks else storage.local_roots(settings.inputs)
+        read = storage.ObjectReader(billing_project=settings.billing_project, within=within)
+        count_tokens = Chunking(config).count_tokens
+        out: list[tuple[int, int] | None] = []
+        extractor = Extractor(config.limits, pdf_engine=config.pdf_engine)
+        try:
+            for doc in docs:
+                try:
+                    data = read(doc.uri, doc.version, max_bytes=config.limits.max_document_bytes)
+                    text = extractor(doc.uri, data).text
+                except Exception as e:  # the run would record it as failed: not in the rate
+                    _LOG.info("sample %s not measured: %s", doc.uri, e)
+                    out.append(None)
+                    continue
+                out.append((len(data), count_tokens(text)))
+        finally:
+            extractor.close()
+        return out
+
+    return measure
+
+
 def make_plan(settings: RunSettings) -> Plan:
-    """Lists the inputs and reads the prior manifest and errors (if any): reads no document,
-    writes nothing."""
+    """Lists the inputs and reads the prior manifest and errors (if any), and a small sample
+    of the documents to read of a format whose rate only its text can tell
+    (``SAMPLED_FORMATS``, when the prior teaches none); writes nothing."""
     listing = list_inputs(
         settings.inputs, settings.output, settings.billing_project, settings.listing_rules()
     )
@@ -632,7 +781,14 @@ def make_plan(settings: RunSettings) -> Plan:
             _plural(len(paths), "file"),
         )
     failures = read_failures(settings.prior_errors)
-    return compare(listing, prior, settings.config, failures, attempt_key(settings.config))
+    return compare(
+        listing,
+        prior,
+        settings.config,
+        failures,
+        attempt_key(settings.config),
+        measure_sample(settings),
+    )
 
 
 def _plural(n: int, noun: str) -> str:
@@ -700,5 +856,10 @@ def render(plan: Plan, settings: RunSettings) -> str:
     removed_ratio = removal_warning(c[REMOVED], c[CHANGED] + c[UNCHANGED] + c[REMOVED], settings)
     if removed_ratio:
         lines.append(removed_ratio)
-    lines.append("no document was read; nothing was written")
+    if e.documents_read:
+        lines.append(
+            f"{_plural(e.documents_read, 'document')} read for the estimate; nothing was written"
+        )
+    else:
+        lines.append("no document was read; nothing was written")
     return "\n".join(lines)

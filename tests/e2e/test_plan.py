@@ -171,3 +171,42 @@ def test_plan_predicts_the_tokens_run_embeds_pdfs_included(chunkmill, tmp_path, 
             assert planned == embedded == 0
         else:
             assert embedded > 0 and embedded / 2 <= planned <= embedded * 2, (run_id, planned)
+
+
+def lined_pdf(text: str, lines: int, seed: int) -> bytes:
+    """A one-page PDF of ``text`` drawn over with ``lines`` random lines: its text is a tiny
+    share of its bytes (about 0.002 tokens a byte, 1/36 of the PDF default rate)."""
+    import random
+
+    from fpdf import FPDF
+
+    rng = random.Random(seed)
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    pdf.add_page()
+    pdf.multi_cell(0, 6, text)
+    for _ in range(lines):
+        pdf.line(*(rng.uniform(0, 200) for _ in range(4)))
+    return bytes(pdf.output())
+
+
+def test_plan_of_a_first_run_over_pdfs_samples_them(chunkmill, tmp_path, capsys):
+    """No prior, PDFs whose text per byte is far from the default: plan reads a sample of
+    them and is within 2x of what the run embeds."""
+    from tests.e2e.conftest import prose
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(10):
+        (root / f"drawing{i}.pdf").write_bytes(
+            lined_pdf(prose(f"d{i}", 1 + i % 3), 2000 + 300 * i, i)
+        )
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    args = ("--input", str(root / "**"), "--output", str(tmp_path / "out"))
+    counts, _, text = plan(capsys, *args)
+    assert counts["new"] == 11 and not (tmp_path / "out").exists()
+    planned = estimate(text)
+    embedded = chunkmill(*args[:2], run_id="first").counts["tokens_to_embed"]
+    assert embedded > 0 and embedded / 2 <= planned <= embedded * 2, (planned, embedded)
+    assert "pdf from a sample of 8 of 11 PDFs to read (read for this estimate" in text, text
+    assert "8 documents read for the estimate; nothing was written" in text

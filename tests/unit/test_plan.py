@@ -14,6 +14,7 @@ from pipeline.options import RunSettings
 from tests.helpers import SMALL, manifest_rows, paragraphs, summarise
 from transforms import document, ids, storage
 from transforms.config import ChunkingConfig
+from transforms.isolation import Limits
 from transforms.types import SourceFile, WorkItem
 
 FP = SMALL.fingerprint
@@ -343,3 +344,90 @@ def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(mon
     listing = plan.list_inputs(["https://u:SENTINEL@h/c/*"], None)
     printed = plan.render(plan.compare(listing, plan._SUMMARY.empty_table(), SMALL), settings)
     assert redacted in printed and "SENTINEL" not in printed
+
+
+def test_a_sampled_rate_is_the_sample_s_tokens_per_byte_with_its_spread():
+    # 1,000 and 9,000 tokens in 100,000 bytes each: 0.05 tokens per byte, the documents at
+    # 0.2x and 1.8x of it (the range: at least TEXT_RANGE's 2x).
+    rate = plan.sampled_rate([(100_000, 1_000), (100_000, 9_000)], "pdf", SMALL)
+    assert rate is not None and rate.tokens_per_byte == pytest.approx(0.05)
+    default = plan.default_rate("pdf", SMALL)
+    per_chunk = default.tokens_per_byte / default.chunks_per_byte
+    assert rate.chunks_per_byte == pytest.approx(0.05 / per_chunk)
+    assert (rate.low, rate.high) == (pytest.approx(0.2), 2.0)
+    # A tight sample is still taken within at least TEXT_RANGE: the rest was not read.
+    tight = plan.sampled_rate([(1000, 100), (2000, 200)], "pdf", SMALL)
+    assert tight is not None and (tight.low, tight.high) == plan.TEXT_RANGE
+    assert plan.sampled_rate([], "pdf", SMALL) is None
+    assert plan.sampled_rate([(0, 0)], "pdf", SMALL) is None
+
+
+def test_the_sample_is_the_smallest_doc_ids_within_the_byte_budget():
+    docs = [plan.SampleDoc(f"{i:02d}", f"/c/{i}.pdf", V1, 10) for i in range(20)]
+    assert [d.doc_id for d in plan.choose_sample(reversed(docs))] == [
+        f"{i:02d}" for i in range(plan.SAMPLE_DOCUMENTS)
+    ]
+    big = plan.SampleDoc("00", "/c/big.pdf", V1, 95)
+    # The big one leads by doc_id; the next that would pass the budget is skipped.
+    chosen = plan.choose_sample([big, *docs[1:]], max_bytes=120)
+    assert [d.doc_id for d in chosen] == ["00", "01", "02"]
+
+
+def _pdfs(n: int, size: int = 10_000) -> pa.Table:
+    return listing(*((f"/c/{i:02d}.pdf", size, V1) for i in range(n)))
+
+
+def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
+    asked: list[list[str]] = []
+
+    def measure(docs):
+        asked.append([d.uri for d in docs])
+        # Every document: 100 tokens in its 10,000 bytes (0.01 a byte), one fails.
+        return [None if i == 0 else (d.size, 100) for i, d in enumerate(docs)]
+
+    p = plan.compare(_pdfs(31), plan._SUMMARY.empty_table(), SMALL, measure=measure)
+    e = p.estimate
+    assert len(asked) == 1 and len(asked[0]) == plan.SAMPLE_DOCUMENTS
+    by_id = sorted((ids.doc_id(f"/c/{i:02d}.pdf"), f"/c/{i:02d}.pdf") for i in range(31))
+    assert asked[0] == [u for _, u in by_id[: plan.SAMPLE_DOCUMENTS]]
+    assert e.tokens == 31 * 100 and e.documents_read == plan.SAMPLE_DOCUMENTS
+    assert "pdf from a sample of 8 of 31 PDFs to read (read for this estimate" in e.basis
+    assert "1 failed to extract, left out" in e.basis and "prior document" not in e.basis
+    # Each of the 7 in 8 documents that extract is a chunk at least.
+    assert e.chunks == 28
+    settings = RunSettings(
+        inputs=("/c/*",),
+        output="/out",
+        run_id="r",
+        prior_mode="none",
+        prior_manifest=None,
+        prior_run_id=None,
+        config=SMALL,
+    )
+    text = plan.render(p, settings)
+    assert "8 documents read for the estimate; nothing was written" in text
+    assert "no document was read" not in text
+
+
+def test_a_sample_that_fails_entirely_falls_back_to_the_default():
+    e = plan.compare(
+        _pdfs(3), plan._SUMMARY.empty_table(), SMALL, measure=lambda docs: [None] * len(docs)
+    ).estimate
+    tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
+    assert e.tokens == round(30_000 * tokens_per_byte) and e.rough
+    assert e.documents_read == 3 and "every sampled document" in e.basis
+
+
+def test_a_learnt_pdf_rate_or_text_formats_read_no_sample():
+    def measure(docs):
+        raise AssertionError("read a document")
+
+    rows = prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf")
+    summary = plan.summarise_prior(prior_table(rows), FP)
+    listed = listing(("/c/n.pdf", 5000, V1), ("/c/n.md", 5000, V1))
+    e = plan.compare(listed, summary, SMALL, measure=measure).estimate
+    assert e.documents_read == 0 and "pdf from 1 prior document" in e.basis
+    # Too large to sample (over --max-document-bytes): the run would not read it either.
+    small = ChunkingConfig.create("paragraph", limits=Limits(max_document_bytes=100))
+    e = plan.compare(_pdfs(2), plan._SUMMARY.empty_table(), small, measure=measure).estimate
+    assert e.documents_read == 0 and "pdf rough" in e.basis
