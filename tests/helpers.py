@@ -12,6 +12,10 @@ from transforms import document, ids, prior, schema
 from transforms.config import Chunking, ChunkingConfig
 from transforms.types import PriorPart, PriorSummary, WorkItem
 
+# Runs a command as an unprivileged user with every capability dropped: tests run as root,
+# which reads through any permission, so a permission test needs this prefix.
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all")
+
 # Small limits so a few short paragraphs make several chunks.
 SMALL = ChunkingConfig.create("paragraph", max_tokens=20, overlap_tokens=0)
 

@@ -13,6 +13,7 @@ import pytest
 
 from pipeline.cli import main
 from tests.e2e.conftest import Run, prose
+from tests.helpers import AS_NOBODY
 from transforms import schema, storage
 
 pytestmark = pytest.mark.slow
@@ -105,17 +106,7 @@ def main_summary(run: Run) -> str:
     return summary(run.report, None)
 
 
-_RUN_AS_NOBODY = [
-    "setpriv",
-    "--reuid=65534",
-    "--regid=65534",
-    "--clear-groups",
-    "--inh-caps=-all",
-    sys.executable,
-    "-m",
-    "pipeline",
-    "run",
-]
+_RUN_AS_NOBODY = [*AS_NOBODY, sys.executable, "-m", "pipeline", "run"]
 
 
 def test_a_folder_that_cannot_be_listed_removes_nothing():

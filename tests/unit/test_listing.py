@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import AS_NOBODY
 from transforms import storage
 from transforms.types import ListingError, Skipped, SourceFile
 
@@ -243,11 +244,7 @@ def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
             p.chmod(modes[p] | 0o005)
         out = subprocess.run(
             [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
+                *AS_NOBODY,
                 sys.executable,
                 "-c",
                 _LIST_AS_NOBODY,

@@ -21,6 +21,7 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from pipeline import cli, graph, launch
 from pipeline.cli import main
+from tests.helpers import AS_NOBODY
 from transforms import io as tio
 from transforms import runstate, schema
 from transforms.runstate import BadLatest, Claim, RunTaken
@@ -326,8 +327,7 @@ def test_an_unreadable_latest_is_one_line(tmp_path):
         (out / "LATEST").chmod(0o000)
         argv = ["runs", "gc", "--keep", "0", "--output", str(out)]
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-            + [sys.executable, "-m", "pipeline", *argv],
+            [*AS_NOBODY, sys.executable, "-m", "pipeline", *argv],
             capture_output=True,
             text=True,
             cwd=out,
