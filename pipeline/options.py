@@ -597,19 +597,12 @@ def _resolve_prior(
         except preflight.PriorRefused as e:
             raise UsageError(str(e)) from None
         glob = FileSystems.join(tio.table_dir(output, prior_run, "manifest"), "*.parquet")
-        return "auto", glob, prior_run, proven.files, _error_files(proven)
+        return "auto", glob, prior_run, proven.files, proven.errors
     try:
         proven = preflight.prove_path(_absolute(mode))
     except preflight.PriorRefused as e:
         raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
-    return "path", _absolute(mode), None, proven.files, _error_files(proven)
-
-
-def _error_files(proven: Any) -> tuple[str, ...]:
-    """The errors/ files of the run a prior was proven through (none for other priors)."""
-    from transforms import io as tio
-
-    return tio.error_files_of_run(proven.run_folder) if proven.run_folder else ()
+    return "path", _absolute(mode), None, proven.files, proven.errors
 
 
 def _check_writable(output: str) -> None:

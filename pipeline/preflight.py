@@ -44,18 +44,20 @@ class PriorRefused(Exception):
 
 @dataclass(frozen=True)
 class ProvenPrior:
-    """The files of a proven prior manifest, in order, and the run folder they were proven
-    through when the prior was given as a run (LATEST or a run folder): its errors/ table is
-    the prior's failures."""
+    """The files of a proven prior manifest, in order, and, when the prior was given as a run
+    (LATEST or a run folder), the errors/ files its ``_SUCCESS`` lists: the prior's
+    failures."""
 
     files: tuple[str, ...]
-    run_folder: str | None = None
+    errors: tuple[str, ...] = ()
 
 
 def prove_run(run_folder: str, name: str) -> ProvenPrior:
     """The manifest files of the finished run in ``run_folder``, as its ``_SUCCESS`` lists
     them, each proven (``_check_listed``). ``name`` is how messages call the run."""
-    return ProvenPrior(tuple(_proven_listing(run_folder, name)), run_folder)
+    paths, report = _proven_listing(run_folder, name)
+    errors = tuple(FileSystems.join(run_folder, e["path"]) for e in report["tables"]["errors"])
+    return ProvenPrior(tuple(paths), errors)
 
 
 def prove_path(path: str) -> ProvenPrior:
@@ -74,7 +76,7 @@ def prove_path(path: str) -> ProvenPrior:
             raise PriorRefused(f"{path} is the {table} table of run {run}, not a manifest")
         if not _finished(run):
             raise _unfinished(run, run)
-        listed = _proven_listing(run, run)
+        listed, _ = _proven_listing(run, run)
         if leaf is None:
             return ProvenPrior(tuple(listed))
         chosen = tuple(p for p in listed if fnmatch.fnmatchcase(p, leaf))
@@ -92,14 +94,15 @@ def prove_path(path: str) -> ProvenPrior:
     raise PriorRefused("no manifest Parquet file found there")
 
 
-def _proven_listing(run_folder: str, name: str) -> list[str]:
+def _proven_listing(run_folder: str, name: str) -> tuple[list[str], dict[str, Any]]:
+    """The run's manifest files, each proven, and its run report."""
     report = _success(run_folder, name)
     listed = report["tables"][MANIFEST]
     paths = [FileSystems.join(run_folder, entry["path"]) for entry in listed]
     sizes = _sizes(paths)
     for entry, path in zip(listed, paths, strict=True):
         _check_listed(path, entry, sizes.get(path), name)
-    return paths
+    return paths, report
 
 
 def _success(run_folder: str, name: str) -> dict[str, Any]:

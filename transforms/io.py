@@ -30,7 +30,7 @@ from transforms.refusal import RunRefused
 from transforms.runstate import LATEST as LATEST
 from transforms.runstate import RUNS as RUNS
 from transforms.runstate import SUCCESS as SUCCESS
-from transforms.runstate import CorruptSuccess, read_success
+from transforms.runstate import CorruptSuccess, read_bytes, read_success
 from transforms.runstate import run_dir as run_dir
 from transforms.types import PriorError
 
@@ -193,20 +193,6 @@ class ReadPriorErrors(beam.PTransform):
         )
 
 
-def error_files_of_run(run_folder: str) -> tuple[str, ...]:
-    """The errors/ files of a finished run, as its ``_SUCCESS`` lists them (the files that
-    make the table, nothing a half-written retry left beside them); none when the folder
-    holds no finished run."""
-    success = FileSystems.join(run_folder, SUCCESS)
-    try:
-        if not FileSystems.exists(success):
-            return ()
-        listed = read_success(success)["tables"]["errors"]
-    except CorruptSuccess:
-        return ()
-    return tuple(FileSystems.join(run_folder, entry["path"]) for entry in listed)
-
-
 class WriteTables(beam.PTransform):
     """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements) under the run's
     prefix; returns the written file names (one PCollection, all tables)."""
@@ -238,8 +224,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def read_text(path: str) -> str:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read().decode("utf-8")
+    return read_bytes(path).decode("utf-8")
 
 
 def check_error_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:

@@ -53,7 +53,8 @@ def run_dir(output: str, run_id: str) -> str:
     return FileSystems.join(output, RUNS, run_id)
 
 
-def _read_bytes(path: str, limit: int | None = None) -> bytes:
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``."""
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         data: bytes = f.read() if limit is None else f.read(limit)
         return data
@@ -111,7 +112,7 @@ def _file_entry(entry: Any, table: str) -> dict[str, Any]:
 
 def read_success(path: str) -> dict[str, Any]:
     """``parse_success`` of the file at ``path`` (I/O errors propagate)."""
-    return parse_success(_read_bytes(path))
+    return parse_success(read_bytes(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def read_latest(output: str, *, alternative: str | None = None) -> str | None:
         exists = FileSystems.exists(path)
         problem = None
         if exists:
-            data = _read_bytes(path, _LATEST_MAX_BYTES + 1)
+            data = read_bytes(path, _LATEST_MAX_BYTES + 1)
             problem = (
                 f"over {_LATEST_MAX_BYTES} bytes"
                 if len(data) > _LATEST_MAX_BYTES
@@ -249,7 +250,7 @@ def read_claim(output: str, run_id: str) -> Claim | None:
     """The claim of a run, or None when it has none or it cannot be read (a run of an older
     chunkmill, a claim being written, damage)."""
     try:
-        raw = json.loads(_read_bytes(claim_path(output, run_id), 64 * 1024))
+        raw = json.loads(read_bytes(claim_path(output, run_id), 64 * 1024))
         return Claim(
             run_id=str(raw["run_id"]),
             started_at=str(raw["started_at"]),
