@@ -178,19 +178,17 @@ def _check_version(path: str, meta: dict[bytes, bytes]) -> None:
     """A prior manifest must have been written with this schema version: reading another
     would fail on a worker, or worse, diff against columns that mean something else."""
     found = meta.get(b"chunkmill.schema_version", b"?").decode(errors="replace")
-    if found in READABLE:
+    readable = schema.READABLE_MANIFEST_VERSIONS
+    if found in readable:
         return
     writer = meta.get(b"chunkmill.version", b"").decode(errors="replace")
     raise PriorRefused(
         f"prior manifest {path} has schema version {found}"
         + (f" (written by chunkmill {writer})" if writer else "")
-        + f"; this chunkmill reads versions {', '.join(sorted(READABLE))}. Run once with "
+        + f"; this chunkmill reads versions {', '.join(sorted(readable))}. Run once with "
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
         "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
     )
-
-
-READABLE = schema.READABLE_MANIFEST_VERSIONS
 
 
 def same_shape(a: pa.Schema, b: pa.Schema) -> bool:
