@@ -42,9 +42,9 @@ INPUTS = ("headings", "deep-headings", "one-line", "no-spaces", "blank-lines", "
 
 
 def measure(strategy: str, kind: str, megabytes: float, rows: bool) -> dict[str, float]:
-    from transforms import document, ids
-    from transforms.config import Chunking, ChunkingConfig
-    from transforms.types import WorkItem
+    from chunkmill import document, ids
+    from chunkmill.config import Chunking, ChunkingConfig
+    from chunkmill.items import WorkItem
 
     text = make_input(kind, int(megabytes * 1024 * 1024))
     chunking = Chunking(ChunkingConfig.create(strategy))

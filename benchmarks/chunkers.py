@@ -89,8 +89,8 @@ def chunkmill_strategies() -> list[str]:
     """Every registered strategy but ``auto``. The registry fills up as strategy modules are
     imported, so import every module of the package first: a strategy that a lazy loader
     does not (yet) know is still measured. A module that fails to import is reported."""
-    import transforms.chunking as package
-    from transforms.chunking import available
+    import chunkmill.chunking as package
+    from chunkmill.chunking import available
 
     for module in pkgutil.iter_modules(package.__path__):
         try:
@@ -105,7 +105,7 @@ def _params(params: Mapping[str, Any]) -> str:
 
 
 def chunkmill_split(name: str) -> Contender:
-    from transforms.chunking import make_chunker
+    from chunkmill.chunking import make_chunker
 
     def build(corpus: Corpus) -> Runner:
         chunker = make_chunker(name)
@@ -121,10 +121,10 @@ def chunkmill_split(name: str) -> Contender:
 def chunkmill_full(name: str) -> Contender:
     """``process_document`` on a new document: SHA-256 of the bytes, decode and newline
     normalisation, chunking, SHA-256 and id per chunk, one record dict per chunk."""
-    from transforms import ids
-    from transforms.config import Chunking, ChunkingConfig
-    from transforms.document import PROCESSED, process_document
-    from transforms.types import WorkItem
+    from chunkmill import ids
+    from chunkmill.config import Chunking, ChunkingConfig
+    from chunkmill.document import PROCESSED, process_document
+    from chunkmill.items import WorkItem
 
     config = ChunkingConfig.create(name, tokenizer="chars4")
 
@@ -240,7 +240,7 @@ def chonkie_sentence() -> Contender:
 def semchunk_chunker() -> Contender:
     import semchunk
 
-    from transforms.chunking.base import chars4
+    from chunkmill.chunking.base import chars4
 
     def build(corpus: Corpus) -> Runner:
         # A fresh chunkerify per timed run: its memoized token counter must start empty.

@@ -1,4 +1,4 @@
-"""Per-document cost of running extraction isolated (transforms/isolation.py) on small PDFs.
+"""Per-document cost of running extraction isolated (chunkmill/isolation.py) on small PDFs.
 
     python -m benchmarks.isolation [--docs N] [--repeat R]
     python -m benchmarks.isolation --chunking [--repeat R]
@@ -12,7 +12,7 @@ machine); and the time to start a child.
 ``--chunking``: for Markdown documents of several sizes, the time to decode and chunk one
 (``process_document``, default config) in-process and in a warm child (``ChunkInChild``):
 what sending the bytes over and the rows back costs, which sets
-``transforms.document.CHUNK_IN_CHILD_ABOVE``.
+``chunkmill.document.CHUNK_IN_CHILD_ABOVE``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import argparse
 import statistics
 import time
 
-from transforms.extract import Extracted, extract
-from transforms.isolation import IsolatedExtractor
+from chunkmill.extract import Extracted, extract
+from chunkmill.isolation import IsolatedExtractor
 
 
 def make_pdfs(n: int) -> list[bytes]:
@@ -51,10 +51,10 @@ def markdown(size: int) -> bytes:
 
 
 def chunking(repeat: int) -> None:
-    from transforms import document, ids
-    from transforms.config import Chunking, ChunkingConfig
-    from transforms.isolation import Extractor, Limits
-    from transforms.types import WorkItem
+    from chunkmill import document, ids
+    from chunkmill.config import Chunking, ChunkingConfig
+    from chunkmill.isolation import Extractor, Limits
+    from chunkmill.items import WorkItem
 
     config = ChunkingConfig()
     here = Chunking(config)

@@ -1,5 +1,5 @@
 """Listing time against the GCS and S3 emulators: how long one page of 1,000 objects takes,
-single-lister versus sharded by prefix (``transforms.storage``), with the version of every
+single-lister versus sharded by prefix (``chunkmill.transforms.storage``), with the version of every
 object and no read.
 
     python -m benchmarks.listing --objects 5000 --prefixes 50
@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from chunkmill.transforms import storage
 from tests.e2e.stores import gcs_emulator, gcs_env, s3_emulator, s3_env, store_env
-from transforms import storage
 
 
 def _names(objects: int, prefixes: int) -> list[str]:

@@ -5,7 +5,7 @@ single-process Python loop, without Beam.
 
 It does what a first run of the pipeline does for every document, in one process: list the
 corpus (sorted walk), read each file, extract, chunk and hash it with the same function the
-pipeline's workers call (``transforms.document.process_document``, default ``auto``
+pipeline's workers call (``chunkmill.document.process_document``, default ``auto``
 strategy), and write the ``chunks``, ``manifest`` and ``errors`` tables with pyarrow, a
 record batch at a time. What it leaves out is what only an incremental pipeline needs: the
 joins with a prior manifest (there is none on a first run), the run report and publishing.
@@ -23,10 +23,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms import ids, schema
-from transforms.config import Chunking, ChunkingConfig
-from transforms.document import process_document
-from transforms.types import WorkItem, source_version
+from chunkmill import ids, schema
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.document import process_document
+from chunkmill.items import WorkItem, source_version
 
 # Rows per record batch: large enough that pyarrow's per-batch cost vanishes, small enough
 # that a batch of chunk texts stays a few MB.

@@ -18,10 +18,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipeline.options import SAMPLE_CORPUS
-from transforms import document, ids
-from transforms.config import Chunking, ChunkingConfig
-from transforms.types import WorkItem
+from chunkmill import document, ids
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.items import WorkItem
+from chunkmill.pipeline.options import SAMPLE_CORPUS
 
 _CHUNKING = Chunking(ChunkingConfig.create("auto"))
 

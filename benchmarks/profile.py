@@ -33,22 +33,22 @@ from benchmarks import mixed_corpus
 _STAGES: tuple[tuple[str, str], ...] = (
     # Parsed formats (PDF, HTML, DOCX) are extracted in a child process py-spy does not
     # watch; what shows here is text extraction in the worker and the wait for the child.
-    ("ProcessDocuments: extraction", "(transforms/extract/"),
-    ("ProcessDocuments: waiting on the parser child", "(transforms/isolation.py"),
-    ("ProcessDocuments: chunking", ".split (transforms/chunking/"),
-    ("ProcessDocuments: chunk rows (hash, ids, tokens)", "_chunk_rows (transforms/document.py"),
-    ("ProcessDocuments: rows to Arrow batches", "_pack_occurrences (transforms/core.py"),
-    ("ProcessDocuments: other (read, sha256)", "_ProcessDocuments.process (transforms/core.py"),
+    ("ProcessDocuments: extraction", "(chunkmill/extract/"),
+    ("ProcessDocuments: waiting on the parser child", "(chunkmill/isolation.py"),
+    ("ProcessDocuments: chunking", ".split (chunkmill/chunking/"),
+    ("ProcessDocuments: chunk rows (hash, ids, tokens)", "_chunk_rows (chunkmill/document.py"),
+    ("ProcessDocuments: rows to Arrow batches", "_pack_occurrences ("),
+    ("ProcessDocuments: other (read, sha256)", "_ProcessDocuments.process ("),
     ("PlanDocs", "_PlanDocs.process"),
     ("MarkNew", "_MarkNew.process"),
     ("ReadPriorManifest: summaries and hashes", "SummariseParts.process"),
     ("ApplyVerdicts: prior rows kept or removed", "ApplyVerdicts.process"),
-    ("WriteTables: rows to Arrow", "(transforms/parquet_batches.py"),
+    ("WriteTables: rows to Arrow", "transforms/parquet_batches.py"),
     ("WriteTables: Parquet files", "apache_beam/io/parquetio.py"),
     ("WriteTables: Parquet files", "apache_beam/io/iobase.py"),
     ("WriteTables: Parquet files", "apache_beam/io/filebasedsink.py"),
-    ("ListDocuments", "(transforms/storage.py"),
-    ("Publish", "publish (transforms/io.py"),
+    ("ListDocuments", "transforms/storage.py"),
+    ("Publish", "publish (chunkmill/transforms/tables.py"),
 )
 _RUNNER = "run_pipeline (apache_beam/runners/"
 
@@ -103,7 +103,7 @@ def summarise(raw_lines: list[str], top: int = 25) -> list[str]:
     chunkmill = [
         (fn, n)
         for fn, n in inclusive.most_common()
-        if "transforms/" in fn and "apache_beam" not in fn
+        if ("chunkmill/" in fn or "transforms/" in fn) and "apache_beam" not in fn
     ]
     out += ["", "| chunkmill function (inclusive) | share |", "|---|---:|"]
     out += [f"| `{fn}` | {n / total:.1%} |" for fn, n in chunkmill[:top]]
@@ -114,7 +114,7 @@ def record(corpus: str, raw: str, beam_args: list[str]) -> None:
     out = tempfile.mkdtemp(prefix="chunkmill-profile-")
     cmd = [
         *("py-spy", "record", "--rate", "50", "--format", "raw", "--output", raw, "--"),
-        *(sys.executable, "-m", "pipeline", "run", "--input", os.path.join(corpus, "**")),
+        *(sys.executable, "-m", "chunkmill", "run", "--input", os.path.join(corpus, "**")),
         *("--output", out, "--prior-manifest", "none", *beam_args),
     ]
     subprocess.run(cmd, check=True, stdout=sys.stderr)

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from pipeline.options import (
+from chunkmill.pipeline.options import (
     SAMPLE_CORPUS,
     UsageError,
     build_parser,
@@ -23,8 +23,8 @@ from pipeline.options import (
     parse_report,
     parse_run,
 )
-from pipeline.usage import COMMAND_CUTOFF, did_you_mean
-from transforms.refusal import refusal_line
+from chunkmill.pipeline.usage import COMMAND_CUTOFF, did_you_mean
+from chunkmill.refusal import refusal_line
 
 
 def run(argv: Sequence[str]) -> int:
@@ -32,9 +32,8 @@ def run(argv: Sequence[str]) -> int:
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline import graph, launch, progress, report
-    from transforms import io as tio
-    from transforms import runstate
+    from chunkmill.pipeline import graph, launch, progress, report
+    from chunkmill.transforms import runstate, tables
 
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
@@ -66,8 +65,8 @@ def run(argv: Sequence[str]) -> int:
         return 1
     finally:
         shown.stop()
-    success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
-    run_report = json.loads(tio.read_text(success))
+    success = FileSystems.join(tables.run_dir(settings.output, settings.run_id), tables.SUCCESS)
+    run_report = json.loads(tables.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
     if settings.inputs == (str(SAMPLE_CORPUS / "**"),):  # the demo: show where to go next
         print(next_steps(settings.output, settings.run_id))
@@ -102,7 +101,7 @@ def next_steps(output: str, run_id: str) -> str:
 
 def report_run(argv: Sequence[str]) -> int:
     settings = parse_report(argv)
-    from pipeline import run_report
+    from chunkmill.pipeline import run_report
 
     try:
         stats, page = run_report.write_report(settings.output, settings.run_id)
@@ -120,12 +119,12 @@ def report_run(argv: Sequence[str]) -> int:
 
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
-    from pipeline import plan as run_plan
-    from transforms import io as tio
+    from chunkmill.pipeline import plan as run_plan
+    from chunkmill.transforms import tables
 
     try:
         planned = run_plan.make_plan(settings)
-    except tio.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
+    except tables.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
         raise UsageError(
             f"the prior manifest cannot be read ({e}); restore the file, or pass "
             "--prior-manifest with an older run, or none"
@@ -135,7 +134,7 @@ def plan(argv: Sequence[str]) -> int:
 
 
 def runs_command(argv: Sequence[str]) -> int:
-    from pipeline import runs
+    from chunkmill.pipeline import runs
 
     return runs.command(argv)
 
@@ -152,13 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["--version"]:
-            from transforms.versions import chunkmill_version
+            from chunkmill.versions import chunkmill_version
 
             print(f"chunkmill {chunkmill_version()}")
             return 0
         if not argv or argv[0] in ("-h", "--help"):
             build_parser().parse_args(argv or ["--help"])
-        from pipeline import logs
+        from chunkmill.pipeline import logs
 
         logs.configure(logs.level_from_argv(argv[1:]))
         command = COMMANDS.get(argv[0])

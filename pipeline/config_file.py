@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.options import UsageError
-from pipeline.usage import beam_parser, did_you_mean, subparser
+from chunkmill.pipeline.options import UsageError
+from chunkmill.pipeline.usage import beam_parser, did_you_mean, subparser
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -5,11 +5,11 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import runners
-from pipeline.options import RunSettings
-from transforms import io as tio
-from transforms.core import ChunkCorpus
-from transforms.storage import ObjectReader, local_roots
+from chunkmill.pipeline import runners
+from chunkmill.pipeline.options import RunSettings
+from chunkmill.transforms import tables
+from chunkmill.transforms.core import ChunkCorpus
+from chunkmill.transforms.storage import ObjectReader, local_roots
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
@@ -20,7 +20,7 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
-    files = p | "ListDocuments" >> tio.ListFiles(
+    files = p | "ListDocuments" >> tables.ListFiles(
         settings.inputs,
         exclude_prefix=settings.output,
         billing_project=settings.billing_project,
@@ -28,15 +28,15 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
         exclude=settings.exclude,
         follow_symlinks=settings.follow_symlinks,
     )
-    prior = p | "ReadPriorManifest" >> tio.ReadManifest(settings.prior_files)
-    prior_errors = p | "ReadPriorErrors" >> tio.ReadPriorErrors(settings.prior_errors)
+    prior = p | "ReadPriorManifest" >> tables.ReadManifest(settings.prior_files)
+    prior_errors = p | "ReadPriorErrors" >> tables.ReadPriorErrors(settings.prior_errors)
     # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
     # symlink is followed at read time only into the input's folders.
     within = None if settings.follow_symlinks else local_roots(settings.inputs)
     reader = ObjectReader(billing_project=settings.billing_project, within=within)
     inputs = {"files": files, "prior": prior, "prior_errors": prior_errors}
-    tables = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
-    written = tables | "WriteTables" >> tio.WriteTables(settings.output, settings.run_id)
-    _ = {"counts": tables["counts"], "written": written} | "Publish" >> tio.PublishRun(
+    corpus = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
+    written = corpus | "WriteTables" >> tables.WriteTables(settings.output, settings.run_id)
+    _ = {"counts": corpus["counts"], "written": written} | "Publish" >> tables.PublishRun(
         settings.output, settings.run_id, settings.report()
     )

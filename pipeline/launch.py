@@ -28,10 +28,9 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
-from pipeline import graph, runners
-from pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
-from transforms import io as tio
-from transforms import runstate, storage
+from chunkmill.pipeline import graph, runners
+from chunkmill.pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
+from chunkmill.transforms import runstate, storage, tables
 
 # Runners that execute the pipeline inside this process.
 LOCAL_RUNNERS = frozenset(
@@ -94,7 +93,7 @@ def refuse_secret_flags(beam_args: Sequence[str]) -> None:
 
 def claim(settings: RunSettings) -> RunSettings:
     """Claims the run's folder before anything is built or written
-    (``transforms.runstate.claim_run``); returns the settings with the id claimed. A taken
+    (``chunkmill.transforms.runstate.claim_run``); returns the settings with the id claimed. A taken
     ``--run-id`` is a ``UsageError``; a default id that another launch took in the same second
     becomes ``ID-2``, ``ID-3``, ... The claim records the prior this run diffs against, so
     ``runs gc`` keeps it while the run is in flight."""
@@ -139,7 +138,7 @@ def submit(settings: RunSettings) -> int:
     dry_run = options.view_as(TestOptions).dry_run
     if not dry_run:  # a dry run builds the job and writes nothing, not even a claim
         settings = claim(settings)
-    success = FileSystems.join(tio.run_dir(settings.output, settings.run_id), tio.SUCCESS)
+    success = FileSystems.join(tables.run_dir(settings.output, settings.run_id), tables.SUCCESS)
     try:
         result = start(settings, options)
     except Exception:
@@ -155,7 +154,7 @@ def submit(settings: RunSettings) -> int:
         return 0
     print(f"run {settings.run_id}  submitted to {name}: job {job_id(result)} ({result.state})")
     print(f"on success the job writes {success}")
-    print(f"then names the run in {FileSystems.join(settings.output, tio.LATEST)}")
+    print(f"then names the run in {FileSystems.join(settings.output, tables.LATEST)}")
     print(f"follow it with: chunkmill runs list --output {settings.output}")
     return 0
 

@@ -9,12 +9,12 @@ import re
 import sys
 from collections.abc import Sequence
 
-from pipeline.options import LOG_LEVELS, _Parser
-from transforms.redact import MASK, redact_text
-from transforms.refusal import line_in_text, refusal_line
+from chunkmill.pipeline.options import LOG_LEVELS, _Parser
+from chunkmill.redact import MASK, redact_text
+from chunkmill.refusal import line_in_text, refusal_line
 
 # chunkmill's own loggers are named after its packages (logging.getLogger(__name__)).
-OWN_LOGGERS = ("pipeline", "transforms")
+OWN_LOGGERS = ("chunkmill",)
 # pypdf logs every repaired cross-reference and odd object at WARNING: on a corpus of PDFs
 # that is thousands of lines a person cannot act on. A PDF that really fails becomes an
 # errors/ row with pypdf's message, so its warnings wait for --log-level debug.
@@ -63,7 +63,7 @@ _NOT_SECRET = frozenset({"None", "null", "True", "False", "true", "false", "''",
 
 def redact_message(message: str) -> str:
     """``message`` without the values of secret-named options or fields, nor credentials in
-    the URIs it quotes (``transforms.redact``)."""
+    the URIs it quotes (``chunkmill.redact``)."""
     return _SECRET_VALUE.sub(_mask_value, redact_text(message))
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pipeline.usage import parser_flags, unrecognized
-from transforms.versions import chunkmill_version
+from chunkmill.pipeline.usage import parser_flags, unrecognized
+from chunkmill.versions import chunkmill_version
 
 if TYPE_CHECKING:
-    from transforms import storage
-    from transforms.config import ChunkingConfig
+    from chunkmill.config import ChunkingConfig
+    from chunkmill.transforms import storage
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 DEFAULT_OUTPUT = "out"
@@ -37,7 +37,7 @@ class UsageError(Exception):
     credentials."""
 
     def __str__(self) -> str:
-        from transforms.redact import redact_text
+        from chunkmill.redact import redact_text
 
         return redact_text(super().__str__())
 
@@ -73,7 +73,7 @@ class RunSettings:
     follow_symlinks: bool = False
 
     def listing_rules(self) -> storage.ListingRules:
-        from transforms import storage
+        from chunkmill.transforms import storage
 
         return storage.ListingRules(
             include=self.include,
@@ -89,14 +89,14 @@ class RunSettings:
     def report(self) -> dict[str, Any]:
         """The run report's header: chunkmill's own config, never the raw pipeline options
         (they can carry credentials)."""
-        from transforms import io as tio
-        from transforms.redact import redact_uri
+        from chunkmill.redact import redact_uri
+        from chunkmill.transforms import tables
 
         return {
             "run_id": self.run_id,
             "started_at": self.started_at,
             "chunkmill_version": chunkmill_version(),
-            "schema_version": tio.schema.SCHEMA_VERSION,
+            "schema_version": tables.schema.SCHEMA_VERSION,
             # Patterns and prefix as chunkmill knows them: without credentials.
             "inputs": [redact_uri(p) for p in self.inputs],
             "output": redact_uri(self.output),
@@ -118,7 +118,7 @@ class RunSettings:
                 # chunks_over_model_window are the chunks to embed longer than it.
                 "model_window": self.config.model_window,
             },
-            # transforms.io.publish reads max_error_ratio and max_removed_ratio from here.
+            # transforms.tables.publish reads max_error_ratio and max_removed_ratio from here.
             "limits": {
                 **dataclasses.asdict(self.config.limits),
                 "max_error_ratio": self.max_error_ratio,
@@ -128,7 +128,7 @@ class RunSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from transforms.config import strategies
+    from chunkmill.config import strategies
 
     parser = _Parser(
         prog="chunkmill",
@@ -265,9 +265,9 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
-    """Extraction engine, isolation budgets and failure limits (transforms/isolation.py)."""
-    from transforms.extract import PDF_ENGINES
-    from transforms.isolation import Limits
+    """Extraction engine, isolation budgets and failure limits (chunkmill/isolation.py)."""
+    from chunkmill.extract import PDF_ENGINES
+    from chunkmill.isolation import Limits
 
     defaults = Limits()
     run.add_argument(
@@ -374,7 +374,7 @@ def _add_runs_parser(sub: Any) -> None:
 
 def _flag_names() -> dict[str, str]:
     """Each ``run`` flag by the config parameter it sets (its argparse ``dest``): how a
-    config error, which names parameters (``transforms.chunking.base.ParameterError``),
+    config error, which names parameters (``chunkmill.chunking.base.ParameterError``),
     names the flags to change."""
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -464,7 +464,7 @@ def _prepare_filesystems(beam_args: Sequence[str]) -> None:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms import storage
+    from chunkmill.transforms import storage
 
     FileSystems.set_options(PipelineOptions(list(beam_args)))
     storage.use_anonymous_gcs_for_emulator()
@@ -473,7 +473,7 @@ def _prepare_filesystems(beam_args: Sequence[str]) -> None:
 def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
     """Every bucket named by an input or the output exists and can be listed: otherwise one
     line naming the bucket and what was denied, before a graph is built."""
-    from transforms import storage
+    from chunkmill.transforms import storage
 
     seen: set[str] = set()
     for uri in (*inputs, output):
@@ -527,7 +527,7 @@ def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
 def _not_parsed_by_beam(flags: Sequence[str]) -> list[str]:
     """What Beam's own option parser leaves over: unknown flags, and arguments that are not
     the value of a flag (``--runner X`` takes ``X``; a bare ``docs/b.md`` is left over)."""
-    from pipeline.usage import beam_parser
+    from chunkmill.pipeline.usage import beam_parser
 
     try:
         _, unknown = beam_parser().parse_known_args(list(flags))
@@ -576,12 +576,11 @@ def _resolve_prior(
 ) -> tuple[str, str | None, str | None, tuple[str, ...], tuple[str, ...]]:
     """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
     None, its files, the prior run's errors files). The files are proven before they are
-    used (``pipeline.preflight``); errors files exist only for a prior given as a run."""
+    used (``chunkmill.pipeline.preflight``); errors files exist only for a prior given as a run."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline import preflight
-    from transforms import io as tio
-    from transforms import runstate
+    from chunkmill.pipeline import preflight
+    from chunkmill.transforms import runstate, tables
 
     if mode == "none":
         return "none", None, None, (), ()
@@ -593,10 +592,10 @@ def _resolve_prior(
         if prior_run is None:
             return "auto", None, None, (), ()
         try:
-            proven = preflight.prove_run(tio.run_dir(output, prior_run), prior_run)
+            proven = preflight.prove_run(tables.run_dir(output, prior_run), prior_run)
         except preflight.PriorRefused as e:
             raise UsageError(str(e)) from None
-        glob = FileSystems.join(tio.table_dir(output, prior_run, "manifest"), "*.parquet")
+        glob = FileSystems.join(tables.table_dir(output, prior_run, "manifest"), "*.parquet")
         return "auto", glob, prior_run, proven.files, proven.errors
     try:
         proven = preflight.prove_path(_absolute(mode))
@@ -636,8 +635,7 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
     args = build_parser().parse_args(["report", *argv])
     from apache_beam.io.filesystems import FileSystems
 
-    from transforms import io as tio
-    from transforms import runstate
+    from chunkmill.transforms import runstate, tables
 
     _prepare_filesystems([])
     output = _absolute(args.output).rstrip("/") or "/"
@@ -651,19 +649,19 @@ def parse_report(argv: Sequence[str]) -> ReportSettings:
             raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
     elif not runstate.is_run_id(run_id):
         raise UsageError(f"argument RUN: {run_id!r} is not a run id")
-    success = FileSystems.join(tio.run_dir(output, run_id), tio.SUCCESS)
+    success = FileSystems.join(tables.run_dir(output, run_id), tables.SUCCESS)
     if FileSystems.exists(success):
         try:
             runstate.read_success(success)
         except runstate.CorruptSuccess as e:
             raise UsageError(
-                f"run {run_id!r} in {output} cannot be reported: its {tio.SUCCESS} is damaged "
+                f"run {run_id!r} in {output} cannot be reported: its {tables.SUCCESS} is damaged "
                 f"({e}); it did not finish as far as chunkmill is concerned"
             ) from None
         return ReportSettings(output=output, run_id=run_id)
-    if _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
+    if _has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
         raise UsageError(
-            f"run {run_id!r} in {output} did not finish (it has no {tio.SUCCESS}); "
+            f"run {run_id!r} in {output} did not finish (it has no {tables.SUCCESS}); "
             "there is nothing to report"
         )
     try:
@@ -682,7 +680,7 @@ def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSet
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
     """Parse ``chunkmill run`` arguments (without the ``run`` word) and validate them."""
-    from pipeline import config_file, usage
+    from chunkmill.pipeline import config_file, usage
 
     parser = build_parser()
     argv = config_file.apply(parser, argv)
@@ -690,12 +688,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     # Only now Beam and the rest: a mistake chunkmill's own parser finds is told without them.
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline import runners
-    from transforms import io as tio
-    from transforms import runstate, storage
-    from transforms.chunking.base import ParameterError
-    from transforms.config import ChunkingConfig
-    from transforms.isolation import Limits
+    from chunkmill.chunking.base import ParameterError
+    from chunkmill.config import ChunkingConfig
+    from chunkmill.isolation import Limits
+    from chunkmill.pipeline import runners
+    from chunkmill.transforms import runstate, storage, tables
 
     unknown = unknown_beam_flags(beam_args)
     if unknown:
@@ -750,7 +747,7 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
 
     _check_writable(output)
     # Checked here so `plan` says it too; the claim at launch is what makes it race-free.
-    if args.run_id and _has_match(FileSystems.join(tio.run_dir(output, run_id), "**")):
+    if args.run_id and _has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
         raise UsageError(
             f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
         )

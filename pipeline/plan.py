@@ -11,11 +11,11 @@ A listed document is
 * **unchanged** when every prior row of it carries the listing's ``source_version`` (the
   store's generation or ETag, else size and modification time) and the current config
   fingerprint: ``run`` carries it over unread (the rule of
-  ``transforms.document.is_unchanged_by_listing``);
+  ``chunkmill.document.is_unchanged_by_listing``);
 * **failed before** when the prior run's errors/ table has it failed at this very listing
   version under the same attempt key (config, limits, parser versions), for a reason that is
   not transient: ``run`` repeats its errors row without reading it
-  (``transforms.document.is_known_failure``; ``--retry-failed`` reads it: the plan then
+  (``chunkmill.document.is_known_failure``; ``--retry-failed`` reads it: the plan then
   sees no prior errors either);
 * **new** when the prior manifest has no row for its ``doc_id``;
 * **changed** otherwise: ``run`` reads it (a file touched without an edit is read, found
@@ -56,14 +56,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.options import RunSettings
-from transforms import ids, storage
-from transforms import io as tio
-from transforms.config import ChunkingConfig
-from transforms.document import attempt_key, is_known_failure
-from transforms.extract import format_by_name
-from transforms.redact import redact_uri
-from transforms.types import ListingError, PriorError, SourceFile
+from chunkmill import ids
+from chunkmill.config import ChunkingConfig
+from chunkmill.document import attempt_key, is_known_failure
+from chunkmill.extract import format_by_name
+from chunkmill.items import ListingError, PriorError, SourceFile
+from chunkmill.pipeline.options import RunSettings
+from chunkmill.redact import redact_uri
+from chunkmill.transforms import storage, tables
 
 _LOG = logging.getLogger(__name__)
 
@@ -172,8 +172,8 @@ class PriorDoc:
 def classify(version: str | None, prior: PriorDoc | None, known_failure: bool = False) -> str:
     """The fate of a listed document with listing version ``version`` (None when the store
     reported none): ``unchanged`` by the rule of
-    ``transforms.document.is_unchanged_by_listing``; else ``failed before`` when the prior
-    run's failure would recur (``known_failure``: ``transforms.document.is_known_failure``),
+    ``chunkmill.document.is_unchanged_by_listing``; else ``failed before`` when the prior
+    run's failure would recur (``known_failure``: ``chunkmill.document.is_known_failure``),
     so ``run`` does not read it; else ``new`` (no prior row) or ``changed``."""
     if prior is not None and version is not None and prior.versions == {version} and prior.current:
         return UNCHANGED
@@ -192,7 +192,7 @@ def size_of_version(version: str | None) -> int | None:
 
 
 def format_of(uri: str) -> str:
-    """The format a document will be chunked as, by its name (``transforms.extract``'s
+    """The format a document will be chunked as, by its name (``chunkmill.extract``'s
     mapping); ``unknown`` where only its bytes can tell."""
     return format_by_name(uri) or UNKNOWN
 
@@ -332,7 +332,7 @@ def list_inputs(
     rules: storage.ListingRules | None = None,
 ) -> pa.Table:
     """One row per listed object (``uri``, ``doc_id``, ``size``, ``version``), listed by the
-    same code as ``transforms.io.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
+    same code as ``tables.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
     the versions are the store's own: GCS generation, S3 ETag, else size and mtime; directory
     markers skipped) under the same ``rules`` (skipped objects and listing errors are not
     rows): objects under ``exclude_prefix`` left out, an object matched by two patterns
@@ -582,7 +582,7 @@ def compare(
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
     ``summarise_prior`` (which counted the rows made with the current config fingerprint),
     ``failures`` those of ``read_failures`` (the prior run's errors), judged under
-    ``attempt_key`` (``transforms.document.attempt_key`` of ``config``). ``measure`` reads
+    ``attempt_key`` (``chunkmill.document.attempt_key`` of ``config``). ``measure`` reads
     and measures a sample of a format in ``SAMPLED_FORMATS`` the prior teaches no rate of
     (``measure_sample``); without it such a format gets its default rate."""
     if failures is not None and failures.num_rows:
@@ -718,11 +718,11 @@ def _keep_first(kept: list[str], uri: str) -> None:
 
 def read_failures(paths: Sequence[str]) -> pa.Table:
     """The prior run's errors files as a table of ``_FAILURES``: one row per failed document,
-    read like the run reads them (``transforms.io.prior_errors``)."""
+    read like the run reads them (``chunkmill.transforms.tables.prior_errors``)."""
     rows = [
         (doc, e.source_version, e.attempt_key, e.reason)
         for path in sorted(paths)
-        for doc, e in tio.prior_errors(path)
+        for doc, e in tables.prior_errors(path)
     ]
     return pa.table([list(col) for col in zip(*rows, strict=True)] or [[]] * 4, schema=_FAILURES)
 
@@ -734,8 +734,8 @@ def measure_sample(settings: RunSettings) -> Measure:
     failure, never the plan), tokens counted by the config's tokenizer."""
 
     def measure(docs: Sequence[SampleDoc]) -> list[tuple[int, int] | None]:
-        from transforms.config import Chunking
-        from transforms.isolation import Extractor
+        from chunkmill.config import Chunking
+        from chunkmill.isolation import Extractor
 
         config = settings.config
         within = None if settings.follow_symlinks else storage.local_roots(settings.inputs)
@@ -773,7 +773,7 @@ def make_plan(settings: RunSettings) -> Plan:
     else:
         paths = list(settings.prior_files)  # proven before (pipeline.preflight)
         prior = summarise_prior(
-            tio.read_parquet_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint
+            tables.read_parquet_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint
         )
         _LOG.info(
             "prior manifest: %s in %s",
@@ -805,7 +805,7 @@ def human_bytes(n: float) -> str:
 
 def removal_warning(removed: int, prior_docs: int, settings: RunSettings) -> str | None:
     """The warning line when ``run`` would refuse to publish these removals
-    (``--max-removed-ratio``, ``transforms.io.check_removed_ratio``), else None."""
+    (``--max-removed-ratio``, ``chunkmill.transforms.tables.check_removed_ratio``), else None."""
     limit = settings.max_removed_ratio
     if limit is None or prior_docs == 0 or removed / prior_docs <= limit:
         return None

@@ -14,8 +14,8 @@ inherits the loss).
 - A run's other tables (``chunks/``, ``removed/``, ``errors/``) are refused by name.
 
 Footers only are read here; the pages are verified as the run reads them
-(``transforms.prior.read_part``). Every problem is a ``PriorRefused`` of one line saying
-what is wrong and how to go on; ``pipeline.options`` turns it into a usage error.
+(``chunkmill.transforms.prior.read_part``). Every problem is a ``PriorRefused`` of one line saying
+what is wrong and how to go on; ``chunkmill.pipeline.options`` turns it into a usage error.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import io as tio
-from transforms import runstate, schema
+from chunkmill import schema
+from chunkmill.transforms import runstate, tables
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
@@ -106,21 +106,21 @@ def _proven_listing(run_folder: str, name: str) -> tuple[list[str], dict[str, An
 
 
 def _success(run_folder: str, name: str) -> dict[str, Any]:
-    path = FileSystems.join(run_folder, tio.SUCCESS)
+    path = FileSystems.join(run_folder, tables.SUCCESS)
     if not FileSystems.exists(path):
         raise _unfinished(run_folder, name)
     try:
         return runstate.read_success(path)
     except (ValueError, UnicodeDecodeError) as e:
         raise PriorRefused(
-            f"prior run {name} did not finish: its {tio.SUCCESS} is not a valid run report "
+            f"prior run {name} did not finish: its {tables.SUCCESS} is not a valid run report "
             f"({_short(e)}); {_RECOVER}"
         ) from None
 
 
 def _unfinished(run_folder: str, name: str) -> PriorRefused:
     return PriorRefused(
-        f"prior run {name} did not finish (it has no {tio.SUCCESS}), so its manifest may be "
+        f"prior run {name} did not finish (it has no {tables.SUCCESS}), so its manifest may be "
         f"partial; {_RECOVER}"
     )
 
@@ -131,18 +131,18 @@ def _check_listed(path: str, entry: dict[str, Any], size: int | None, name: str)
     rel = entry["path"]
     if size is None:
         raise PriorRefused(
-            f"prior run {name} is missing {rel} listed in its {tio.SUCCESS}; restore it, or "
+            f"prior run {name} is missing {rel} listed in its {tables.SUCCESS}; restore it, or "
             f"{_RECOVER}"
         )
     if entry["bytes"] is not None and size != entry["bytes"]:
         raise PriorRefused(
-            f"prior run {name}'s {rel} has {size} bytes but its {tio.SUCCESS} records "
+            f"prior run {name}'s {rel} has {size} bytes but its {tables.SUCCESS} records "
             f"{entry['bytes']} (cut short or replaced); restore it, or {_RECOVER}"
         )
     rows = check_footer(path)
     if entry["rows"] is not None and rows != entry["rows"]:
         raise PriorRefused(
-            f"prior run {name}'s {rel} holds {rows} rows but its {tio.SUCCESS} records "
+            f"prior run {name}'s {rel} holds {rows} rows but its {tables.SUCCESS} records "
             f"{entry['rows']}; restore it, or {_RECOVER}"
         )
 
@@ -206,12 +206,12 @@ def same_shape(a: pa.Schema, b: pa.Schema) -> bool:
 
 
 def _finished(folder: str) -> bool:
-    return FileSystems.exists(FileSystems.join(folder, tio.SUCCESS))
+    return FileSystems.exists(FileSystems.join(folder, tables.SUCCESS))
 
 
 def _is_run_folder(folder: str) -> bool:
     """Under ``OUTPUT/runs/``: a run that may not have finished."""
-    return posixpath.basename(posixpath.dirname(folder)) == tio.RUNS
+    return posixpath.basename(posixpath.dirname(folder)) == tables.RUNS
 
 
 def _matches(glob: str) -> list[Any]:

@@ -40,10 +40,15 @@ from typing import TextIO
 from apache_beam.metrics.execution import MetricsEnvironment
 from apache_beam.options.pipeline_options import DirectOptions
 
-from pipeline import graph, launch
-from pipeline.options import RunSettings
-from transforms.core import METRICS_NAMESPACE, PROGRESS_DONE, PROGRESS_LISTED, PROGRESS_READ
-from transforms.redact import redact_uri
+from chunkmill.pipeline import graph, launch
+from chunkmill.pipeline.options import RunSettings
+from chunkmill.redact import redact_uri
+from chunkmill.transforms.core import (
+    METRICS_NAMESPACE,
+    PROGRESS_DONE,
+    PROGRESS_LISTED,
+    PROGRESS_READ,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -80,7 +85,7 @@ class Snapshot:
 
 
 def process_snapshot() -> Snapshot:
-    """The process-wide progress cells of ``transforms.core``, as they are now (cumulative
+    """The process-wide progress cells of ``chunkmill.transforms.core``, as they are now (cumulative
     over every run in this process: subtract a snapshot taken at the start)."""
     updates = MetricsEnvironment.process_wide_container().get_cumulative()
     dist = {

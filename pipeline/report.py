@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.redact import redact_uri
+from chunkmill.redact import redact_uri
 
 
 def summary(report: dict[str, Any], seconds: float | None) -> str:

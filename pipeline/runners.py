@@ -21,8 +21,8 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
-from pipeline.options import UsageError
-from pipeline.usage import beam_parser, nearest
+from chunkmill.pipeline.options import UsageError
+from chunkmill.pipeline.usage import beam_parser, nearest
 
 # The runners chunkmill runs on, by the name of Beam's class, and where each is exercised.
 SUPPORTED = {

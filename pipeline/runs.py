@@ -27,9 +27,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.options import UsageError, parse_runs
-from transforms import io as tio
-from transforms import runstate
+from chunkmill.pipeline.options import UsageError, parse_runs
+from chunkmill.transforms import runstate, tables
 
 
 @dataclass(frozen=True)
@@ -45,16 +44,16 @@ class RunInfo:
 
     @property
     def order(self) -> tuple[str, str]:
-        """The order LATEST follows (transforms.io.finished_runs)."""
+        """The order LATEST follows (transforms.tables.finished_runs)."""
         return (self.started_at or "", self.run_id)
 
 
 def list_runs(output: str) -> list[RunInfo]:
     """Every run folder under ``output``: finished ones by start, then unfinished ones
     (including those with a damaged ``_SUCCESS``) by last write."""
-    pattern = FileSystems.join(output, tio.RUNS, "**")
+    pattern = FileSystems.join(output, tables.RUNS, "**")
     files = FileSystems.match([pattern])[0].metadata_list
-    root = FileSystems.join(output, tio.RUNS) + "/"
+    root = FileSystems.join(output, tables.RUNS) + "/"
     by_run: dict[str, list[Any]] = {}
     for meta in files:
         if meta.path.startswith(root):
@@ -62,7 +61,7 @@ def list_runs(output: str) -> list[RunInfo]:
             by_run.setdefault(run_id, []).append(meta)
     runs = []
     for run_id, metas in by_run.items():
-        success = [m for m in metas if m.path == FileSystems.join(root + run_id, tio.SUCCESS)]
+        success = [m for m in metas if m.path == FileSystems.join(root + run_id, tables.SUCCESS)]
         report: dict[str, Any] = {}
         corrupt = None
         if success:
@@ -152,7 +151,7 @@ def plan_gc(
 
 
 def delete_run(output: str, run_id: str) -> None:
-    path = tio.run_dir(output, run_id)
+    path = tables.run_dir(output, run_id)
     # Object stores delete a whole prefix when the path ends in "/"; the local file system
     # deletes a directory tree when given the directory itself (with "/" it globs "*",
     # which matches only the files directly inside).

@@ -8,9 +8,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms import document, ids, prior, schema
-from transforms.config import Chunking, ChunkingConfig
-from transforms.types import PriorPart, PriorSummary, WorkItem
+from chunkmill import document, ids, schema
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.items import PriorPart, PriorSummary, WorkItem
+from chunkmill.transforms import prior
 
 # Runs a command as an unprivileged user with every capability dropped: tests run as root,
 # which reads through any permission, so a permission test needs this prefix.

@@ -8,7 +8,7 @@ import signal
 import time
 from typing import Any
 
-from transforms.extract import Extracted, ExtractionError
+from chunkmill.extract import Extracted, ExtractionError
 
 
 def whose(path: str, data: bytes, **options: Any) -> Extracted:
@@ -50,7 +50,7 @@ def bug(path: str, data: bytes, **options: Any) -> Extracted:
 
 def hostile_extract(path: str, data: bytes, **options: Any) -> Extracted:
     """``extract``, except on documents that start with ``HANG`` or ``ALLOCATE``."""
-    from transforms.extract import extract
+    from chunkmill.extract import extract
 
     if data.startswith(b"HANG"):
         return hang(path, b"hang", **options)

@@ -1,11 +1,11 @@
 """The core composite: listed files and the prior manifest in, every output table out.
 
-I/O stays at the edges (``transforms.io``); ``ChunkCorpus`` takes PCollections and returns
+I/O stays at the edges (``tables``); ``ChunkCorpus`` takes PCollections and returns
 PCollections, so a test feeds it with ``beam.Create``.
 
 Both joins against the prior manifest group by key (it can hold hundreds of millions of
 rows); there is no side input here. Its rows never travel one by one: documents are joined as
-summaries and their rows kept or removed in bulk where they lie (``transforms.prior``), so a
+summaries and their rows kept or removed in bulk where they lie (``prior``), so a
 nightly run costs in proportion to what changed.
 """
 
@@ -21,11 +21,9 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
-from transforms import document, ids, isolation, prior, schema, storage
-from transforms.config import Chunking, ChunkingConfig
-from transforms.parquet_batches import ConcatTables, RowsToArrowTables
-from transforms.redact import redact_uri
-from transforms.types import (
+from chunkmill import document, ids, isolation, schema
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.items import (
     KEEP,
     REMOVE,
     ListingError,
@@ -36,6 +34,9 @@ from transforms.types import (
     Verdict,
     WorkItem,
 )
+from chunkmill.redact import redact_uri
+from chunkmill.transforms import prior, storage
+from chunkmill.transforms.parquet_batches import ConcatTables, RowsToArrowTables
 
 # One metrics namespace for the whole project.
 METRICS_NAMESPACE = "chunkmill"
@@ -74,7 +75,7 @@ ReadBytes = Callable[[str], bytes]
 
 
 # Reads a whole object from any store (local, gs://, s3://, fsspec), pinned to the version
-# the listing saw where the store allows it (``transforms.storage.read_object``). Compression
+# the listing saw where the store allows it (``storage.read_object``). Compression
 # is never inferred from the name: a ``.gz`` document is bytes to extract, not a stream.
 read_file = storage.ObjectReader()
 
@@ -86,7 +87,7 @@ _LISTED, _SUMMARY, _FAILED_BEFORE = 0, 1, 2
 
 
 def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
-    # A document is known by its redacted URI (``transforms.redact``): a re-signed URL of
+    # A document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of
     # the same object is the same document, and no credential enters its doc_id. The
     # listing's real URI travels on, to be read from.
     return ids.doc_id(redact_uri(f.uri)), (_LISTED, *f)
@@ -249,7 +250,7 @@ class _ProcessDocuments(_PerBundle):
         self._chunking = Chunking(self._config)
         # On the worker: the parser libraries that would try the documents are these.
         self._attempt_key = document.attempt_key(self._config)
-        # One long-lived parser child per DoFn instance (transforms/isolation.py).
+        # One long-lived parser child per DoFn instance (chunkmill/isolation.py).
         self._extractor = isolation.Extractor(
             self._config.limits, pdf_engine=self._config.pdf_engine
         )
@@ -478,7 +479,7 @@ class ChunkCorpus(beam.PTransform):
     that failed in the prior run at the version listed now, under the same attempt key
     (``document.is_known_failure``), is not read: it fails again with the same errors row,
     ``attempted`` false (``docs_failed_not_retried``). Tables come
-    out as Arrow tables of ``transforms.schema``'s schemas, ready for ``WriteToParquetBatched``.
+    out as Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteToParquetBatched``.
 
     The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
     listed documents; its errors are errors/ rows of stage ``list`` (``listing_errors``), and
@@ -489,7 +490,7 @@ class ChunkCorpus(beam.PTransform):
     row group through FileSystems). The prior manifest is joined twice, both times with
     grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
     summary per document and part, and by hash bucket as lists of distinct hashes; its rows
-    are kept or removed a part at a time (``transforms.prior``).
+    are kept or removed a part at a time (``prior``).
     """
 
     def __init__(

@@ -8,7 +8,7 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
 1. ``SummariseParts`` reads four small columns of a part and emits one ``PriorSummary`` per
    document in it (rows, and the version, fingerprint and content hash they share), plus the
    part's distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
-2. The summaries are joined with the listing by doc_id (``transforms.core``); each document's
+2. The summaries are joined with the listing by doc_id (``core``); each document's
    fate becomes one ``Verdict`` per part it has rows in.
 3. ``ApplyVerdicts`` groups the verdicts by part, reads the whole part again and keeps,
    re-versions or removes its rows with Arrow compute, a part at a time, never a row at a
@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import schema
-from transforms.refusal import RunRefused
-from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
+from chunkmill import schema
+from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
+from chunkmill.refusal import RunRefused
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
 # of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow

@@ -24,7 +24,8 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import schema, storage
+from chunkmill import schema
+from chunkmill.transforms import storage
 
 SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
@@ -196,8 +197,8 @@ def _is_folder(path: str) -> bool:
 
 
 def _mend(output: str, alternative: str | None) -> str:
-    # Imported here: transforms.io (which publishes) imports this module.
-    from transforms.io import finished_runs
+    # Imported here: transforms.tables (which publishes) imports this module.
+    from chunkmill.transforms.tables import finished_runs
 
     try:
         runs = finished_runs(output)

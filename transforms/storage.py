@@ -1,7 +1,7 @@
 """Listing and reading documents across stores: local disk, GCS, S3 and any fsspec protocol.
 
 Each store gives the version of an object from its listing alone, so an unchanged object is
-carried over unread (``transforms.document.is_unchanged_by_listing``):
+carried over unread (``chunkmill.document.is_unchanged_by_listing``):
 
 * ``gs://`` (google-cloud-storage, the client Beam's GcsIO wraps): ``gen=GENERATION``. A read
   is pinned to the listed generation (``if_generation_match``), so an object overwritten
@@ -9,7 +9,7 @@ carried over unread (``transforms.document.is_unchanged_by_listing``):
 * ``s3://`` (boto3, the client Beam's S3 filesystem wraps): ``etag=ETAG;size=N``; a read sends
   ``If-Match: ETAG``, likewise.
 * local paths and the other stores Beam's FileSystems own (``hdfs://``, ``azfs://``):
-  ``size=N;mtime=T`` (``transforms.types.source_version``).
+  ``size=N;mtime=T`` (``chunkmill.items.source_version``).
 * any other fsspec protocol (``az://``, ``abfs://``, ``https://``, ``hf://``, ...): the best
   the protocol's listing offers (generation, ETag, else size+mtime); a read whose size differs
   from the listed one raises ``SourceChanged``.
@@ -28,7 +28,7 @@ plus one.
 
 Listing is sharded for object stores: ``plan`` lists one level under a pattern's fixed part
 with a delimiter, giving the objects there and one shard per sub-prefix, and ``list_shard``
-lists one shard; ``transforms.io.ListFiles`` redistributes the shards between the two, so a
+lists one shard; ``tables.ListFiles`` redistributes the shards between the two, so a
 bucket of millions of objects is listed by many workers at once.
 
 Credentials come from where each SDK looks by default (Application Default Credentials for
@@ -50,7 +50,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.types import Listed, ListingError, Skipped, SourceFile, source_version
+from chunkmill.items import Listed, ListingError, Skipped, SourceFile, source_version
 
 GCS = "gs"
 S3 = "s3"

@@ -9,8 +9,8 @@ Dataflow's own options (project, region, staging and temp locations, job name...
 
 import sys
 
-from pipeline.cli import main
-from pipeline.launch import template_args
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.launch import template_args
 
 if __name__ == "__main__":
     args = template_args(sys.argv[1:])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import mixed_corpus
-from transforms.extract import extract
+from chunkmill.extract import extract
 
 
 def _files(root) -> dict[str, bytes]:

@@ -48,14 +48,14 @@ def test_quick_benchmark_prints_every_row_and_floor(tmp_path, capsys):
 def test_profile_charges_samples_to_the_innermost_known_stage():
     runner = "run_pipeline (apache_beam/runners/portability/fn_api_runner/fn_runner.py:138)"
     raw = [
-        f"{runner};_ProcessDocuments.process (transforms/core.py:88);"
-        "extract (transforms/extract/__init__.py:197);_pdf_text (transforms/extract/pdf.py:90);"
+        f"{runner};_ProcessDocuments.process (chunkmill/transforms/core.py:88);"
+        "extract (chunkmill/extract/__init__.py:197);_pdf_text (chunkmill/extract/pdf.py:90);"
         "read (pypdf/_reader.py:10) 6",
-        f"{runner};_ProcessDocuments.process (transforms/core.py:88);"
-        "SectionChunker.split (transforms/chunking/section.py:5) 1",
-        f"{runner};_MarkNew.process (transforms/core.py:120) 1",
+        f"{runner};_ProcessDocuments.process (chunkmill/transforms/core.py:88);"
+        "SectionChunker.split (chunkmill/chunking/section.py:5) 1",
+        f"{runner};_MarkNew.process (chunkmill/transforms/core.py:120) 1",
         f"{runner};process_encoded (apache_beam/runners/worker/bundle_processor.py:247) 3",
-        "<module> (pipeline/__main__.py:3);<module> (apache_beam/io/iobase.py:1) 2",
+        "<module> (chunkmill/__main__.py:3);<module> (apache_beam/io/iobase.py:1) 2",
         "_bootstrap (threading.py:995);_serve (grpc/_server.py:1) 1",
     ]
     summary = "\n".join(profile.summarise(raw))

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline.cli import main
 from tests.helpers import make_pdf
-from transforms import schema
 
 
 def prose(topic: str, n: int = 6) -> str:

@@ -113,7 +113,7 @@ def store_env(env: dict[str, str]) -> Iterator[None]:
     Beam made before (and again after), so none of them talks to the wrong endpoint."""
     from apache_beam.internal.gcp import auth
 
-    from transforms import storage
+    from chunkmill.transforms import storage
 
     def reset() -> None:
         storage._CLIENTS.clear()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from chunkmill.transforms import runstate
+from chunkmill.transforms.runstate import Claim, RunTaken
 from tests.e2e.conftest import Run
 from tests.e2e.stores import fake_gcs_server, gcs_env, s3_emulator, s3_env, store_env
-from transforms import runstate
-from transforms.runstate import Claim, RunTaken
 
 NOW = dt.datetime(2026, 11, 22, 7, 30, 5, tzinfo=dt.timezone.utc)
 BASE_ID = "20261122T073005Z"
@@ -30,7 +30,7 @@ def _launch(argv: list[str], barrier: threading.Barrier) -> None:
     before building its pipeline, so both runs execute at the same time."""
     import sys
 
-    from pipeline import cli, graph, options
+    from chunkmill.pipeline import cli, graph, options
 
     cli.parse_run = functools.partial(options.parse_run, now=NOW)  # type: ignore[assignment]
     build = graph.build
@@ -116,7 +116,7 @@ def gcs_bucket() -> Iterator[str]:
     with fake_gcs_server() as url, store_env(gcs_env(url)):
         from google.cloud import storage as gcs_lib
 
-        from transforms import storage
+        from chunkmill.transforms import storage
 
         # As `run` does before its first call: Beam's GcsIO reaches the emulator anonymously.
         storage.use_anonymous_gcs_for_emulator()

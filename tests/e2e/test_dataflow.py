@@ -15,9 +15,9 @@ from apache_beam.runners.dataflow.internal import apiclient
 from apache_beam.runners.runner import PipelineResult, PipelineState
 from google.protobuf.json_format import MessageToDict
 
-from pipeline import graph, launch
-from pipeline.cli import main
-from pipeline.options import parse_run
+from chunkmill.pipeline import graph, launch
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import parse_run
 
 pytestmark = pytest.mark.slow
 

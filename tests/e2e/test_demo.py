@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.options import SAMPLE_CORPUS
+from chunkmill.pipeline.options import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def assert_ends_with_next_steps(stdout: str, cwd: Path, chunks: int) -> None:
 
 def test_python_dash_m_pipeline_is_the_same_cli(tmp_path):
     bad = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", "--max-tokens", "lots"],
+        [sys.executable, "-m", "chunkmill", "run", "--max-tokens", "lots"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import fsspec
 import pytest
 
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline.cli import main
 from tests.e2e.stores import comparable, read_table
-from transforms import schema
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill import ids, schema
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import storage
 from tests.e2e.stores import comparable, gcs_emulator, gcs_env, read_table, store_env
-from transforms import ids, schema, storage
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +56,9 @@ def run(*args: str) -> None:
 def report(output: str, run_id: str) -> dict:
     import json
 
-    from transforms import io as tio
+    from chunkmill.transforms import tables
 
-    return json.loads(tio.read_text(f"{output}/runs/{run_id}/{tio.SUCCESS}"))
+    return json.loads(tables.read_text(f"{output}/runs/{run_id}/{tables.SUCCESS}"))
 
 
 def test_gcs_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(gcs, corpus, tmp_path):

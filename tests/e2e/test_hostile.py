@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 from tests.e2e.conftest import assert_schemas, prose
 from tests.helpers import make_pdf
 from tests.hostile_corpus import cases
@@ -116,8 +116,8 @@ def test_hostile_corpus_run_accounts_for_every_document(chunkmill, hostile, tmp_
 def test_hanging_and_memory_hungry_parsers_cost_one_document_each(chunkmill, tmp_path, monkeypatch):
     """The pipeline's own extraction step, with a parser that hangs on one PDF and one that
     eats memory on another: both are killed by their budget and the run publishes."""
+    from chunkmill import isolation
     from tests import isolation_targets
-    from transforms import isolation
 
     monkeypatch.setattr(isolation, "extract", isolation_targets.hostile_extract)
     root = tmp_path / "docs"

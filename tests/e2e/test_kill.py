@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 from tests.e2e.conftest import Run, prose
 
 # Deadlock guard only: a stage is reached in seconds; never reached by a passing run.
@@ -61,7 +61,7 @@ def test_a_killed_run_publishes_nothing_and_the_next_run_is_exact(
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     killed = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "run", *base, "--run-id", "r2"],
+        [sys.executable, "-m", "chunkmill", "run", *base, "--run-id", "r2"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

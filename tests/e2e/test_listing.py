@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import storage
 from tests.e2e.conftest import Run, prose
 from tests.helpers import AS_NOBODY
-from transforms import schema, storage
 
 pytestmark = pytest.mark.slow
 
@@ -101,12 +102,12 @@ def test_awkward_folder_runs_skips_and_keeps(chunkmill, awkward: Path, tmp_path:
 
 
 def main_summary(run: Run) -> str:
-    from pipeline.report import summary
+    from chunkmill.pipeline.report import summary
 
     return summary(run.report, None)
 
 
-_RUN_AS_NOBODY = [*AS_NOBODY, sys.executable, "-m", "pipeline", "run"]
+_RUN_AS_NOBODY = [*AS_NOBODY, sys.executable, "-m", "chunkmill", "run"]
 
 
 def test_a_folder_that_cannot_be_listed_removes_nothing():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("restore_log_levels")]
 
@@ -26,11 +26,11 @@ def library(record: logging.LogRecord) -> bool:
 
 def test_default_level_shows_chunkmill_info_and_library_warnings_only(corpus, tmp_path, caplog):
     run(corpus, tmp_path)
-    ours = [r for r in caplog.records if r.name.startswith("pipeline.")]
+    ours = [r for r in caplog.records if r.name.startswith("chunkmill.")]
     assert any(r.levelno == logging.INFO for r in ours)
     assert not [r for r in caplog.records if library(r) and r.levelno < logging.WARNING]
     # The reporter read the real run's figures: 6 listed, all done, the corrupt PDF failed.
-    lines = [r.getMessage() for r in ours if r.name == "pipeline.progress"]
+    lines = [r.getMessage() for r in ours if r.name == "chunkmill.pipeline.progress"]
     assert any(m.startswith("documents 6/6 (100%)") and "failed 1" in m for m in lines), lines
 
 
@@ -52,12 +52,12 @@ def test_a_real_process_stderr_holds_only_chunkmill_lines(mode, corpus, tmp_path
     argv = ["run", "--input", str(corpus / "**"), "--output", str(out)]
     argv.append(f"--direct_running_mode={mode}")
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "chunkmill", *argv], capture_output=True, text=True, check=True
     )
     lines = done.stderr.splitlines()
     assert lines, "chunkmill says what it does"
     for line in lines:
-        assert line.split(" ")[2].startswith(("pipeline.", "transforms.")), line
+        assert line.split(" ")[2].startswith("chunkmill."), line
     if mode == "in_memory":
         assert any("documents 6/6 (100%)" in line for line in lines), lines
     assert done.stdout.startswith("run ")
@@ -67,7 +67,9 @@ def test_a_real_process_stderr_holds_only_chunkmill_lines(mode, corpus, tmp_path
 def test_a_real_process_answers_a_mistake_in_one_line(command, corpus, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
     argv = [command, "--input", str(corpus / "**"), "--output", str(tmp_path / "a-file" / "out")]
-    done = subprocess.run([sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "chunkmill", *argv], capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
         "chunkmill: error: argument --output"
@@ -97,7 +99,7 @@ def test_debug_logs_of_a_multi_process_run_never_print_secret_options(tmp_path):
         "--s3_session_token=SENTINEL-token",
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "chunkmill", *argv], capture_output=True, text=True, check=True
     )
     assert "Pipeline_options" in done.stderr, "the line that used to carry them is still there"
     assert "SENTINEL" not in done.stderr + done.stdout

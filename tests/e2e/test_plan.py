@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from chunkmill import schema
 from tests.e2e.conftest import prose
-from transforms import schema
 
 pytestmark = pytest.mark.slow
 

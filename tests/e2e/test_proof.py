@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 from tests.e2e.conftest import prose
 
 # Two workers: the first run writes its manifest as more than one file, so one can go missing

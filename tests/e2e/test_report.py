@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 from tests.e2e.conftest import prose
 from tests.report_page import Page
 

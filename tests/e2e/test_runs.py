@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from chunkmill import ids, schema
 from tests.e2e.conftest import assert_schemas, prose
-from transforms import ids, schema
 
 pytestmark = pytest.mark.slow
 
@@ -150,8 +150,8 @@ def test_prior_manifest_none_and_path(chunkmill, corpus, tmp_path):
 
 
 def test_a_run_that_breaks_publishes_nothing(chunkmill, corpus, tmp_path, monkeypatch, capsys):
-    from pipeline.cli import main
-    from transforms import document
+    from chunkmill import document
+    from chunkmill.pipeline.cli import main
 
     chunkmill("--input", str(corpus / "**"), run_id="r1")
     (corpus / "notes.txt").write_text("changed, so it is processed again")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill import ids, schema
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import storage, tables
 from tests.e2e.stores import comparable, read_table, s3_emulator, s3_env, store_env
-from transforms import ids, schema, storage
-from transforms import io as tio
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def run(*args: str) -> None:
 
 
 def report(output: str, run_id: str) -> dict:
-    return json.loads(tio.read_text(f"{output}/runs/{run_id}/{tio.SUCCESS}"))
+    return json.loads(tables.read_text(f"{output}/runs/{run_id}/{tables.SUCCESS}"))
 
 
 def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corpus, tmp_path):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.options import SAMPLE_CORPUS
+from chunkmill import ids
+from chunkmill.chunking.tokens import load_token_counter
+from chunkmill.config import strategies
+from chunkmill.extract import extract
+from chunkmill.pipeline.options import SAMPLE_CORPUS
 from tests.e2e.conftest import assert_schemas
-from transforms import ids
-from transforms.chunking.tokens import load_token_counter
-from transforms.config import strategies
-from transforms.extract import extract
 
 pytestmark = pytest.mark.slow
 

@@ -9,11 +9,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from chunkmill import ids, schema
+from chunkmill.config import ChunkingConfig
+from chunkmill.items import ListingError, Skipped, SourceFile
+from chunkmill.transforms import storage
+from chunkmill.transforms.core import ChunkCorpus
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
-from transforms import ids, schema, storage
-from transforms.config import ChunkingConfig
-from transforms.core import ChunkCorpus
-from transforms.types import ListingError, Skipped, SourceFile
 
 
 class FakeStore:
@@ -374,8 +375,8 @@ def test_a_document_that_failed_at_the_listed_version_is_not_read_again(tmp_path
     """The prior errors table joins the listing: a failure at the listed version under the
     same attempt key is repeated unread (the store has no bytes for it: a read would be a
     read_failed error); one at another version, or a transient one, is read again."""
-    from transforms import document
-    from transforms.types import PriorError
+    from chunkmill import document
+    from chunkmill.items import PriorError
 
     key = document.attempt_key(SMALL)
     known, rewritten, transient = "/c/known.pdf", "/c/rewritten.md", "/c/flaky.md"

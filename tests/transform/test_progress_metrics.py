@@ -7,11 +7,11 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from pipeline import progress
+from chunkmill.items import SourceFile
+from chunkmill.pipeline import progress
+from chunkmill.transforms.core import METRICS_NAMESPACE, ChunkCorpus
 from tests.helpers import SMALL, paragraphs
 from tests.transform.test_core import FakeStore
-from transforms.core import METRICS_NAMESPACE, ChunkCorpus
-from transforms.types import SourceFile
 
 STORE = {
     "/c/a.md": paragraphs("alpha", "beta"),

@@ -8,10 +8,10 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from chunkmill.items import SourceFile
+from chunkmill.transforms import storage
+from chunkmill.transforms.core import ChunkCorpus
 from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
-from transforms import storage
-from transforms.core import ChunkCorpus
-from transforms.types import SourceFile
 
 DATA = paragraphs("steady", "text")
 

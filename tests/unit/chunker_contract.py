@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from transforms.chunking import Chunker, Span
+from chunkmill.chunking import Chunker, Span
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "pipeline" / "sample_corpus"
 

@@ -18,7 +18,7 @@ HEAVY = ("apache_beam", "pyarrow")
 # Runs the CLI as the console script does, then prints which heavy modules it imported.
 PROBE = f"""
 import json, sys
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as e:

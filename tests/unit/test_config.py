@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli import main
-from transforms.chunking.base import ParameterError
-from transforms.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
+from chunkmill.chunking.base import ParameterError
+from chunkmill.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
+from chunkmill.pipeline.cli import main
 
 
 @pytest.mark.parametrize(("fmt", "strategy"), sorted(AUTO_STRATEGIES.items()))

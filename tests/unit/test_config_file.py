@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import config_file
-from pipeline.cli import main
-from pipeline.options import UsageError, build_parser, parse_run
-from pipeline.usage import subparser
+from chunkmill.pipeline import config_file
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import UsageError, build_parser, parse_run
+from chunkmill.pipeline.usage import subparser
 
 
 @pytest.fixture

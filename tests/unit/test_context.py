@@ -1,4 +1,4 @@
-"""Tests for the strategy-independent context windows of ``transforms.chunking.context``."""
+"""Tests for the strategy-independent context windows of ``chunkmill.chunking.context``."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import chars4
-from transforms.chunking.context import (
+from chunkmill.chunking import chars4
+from chunkmill.chunking.context import (
     ContextWindow,
     build_context_window,
     context_windows,
     fitted_budgets,
     fitted_context_windows,
 )
-from transforms.chunking.tokens import load_token_counter
+from chunkmill.chunking.tokens import load_token_counter
 
 ELLIPSIS = "..."
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
-from pipeline import graph
-from pipeline.launch import run_parser, waits_for_job
-from pipeline.options import parse_run
+from chunkmill.pipeline import graph
+from chunkmill.pipeline.launch import run_parser, waits_for_job
+from chunkmill.pipeline.options import parse_run
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"

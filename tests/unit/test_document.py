@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from chunkmill import document, ids, schema
+from chunkmill.chunking.fitting import FittedChunker
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.items import KEEP, REPLACE, Verdict, WorkItem
+from chunkmill.transforms import prior
 from tests.helpers import SMALL, make_pdf, manifest_rows, manifest_table, paragraphs, summarise
-from transforms import document, ids, prior, schema
-from transforms.chunking.fitting import FittedChunker
-from transforms.config import Chunking, ChunkingConfig
-from transforms.types import KEEP, REPLACE, Verdict, WorkItem
 
 URI = "/corpus/a.md"
 
@@ -183,7 +184,7 @@ SECTIONS = ChunkingConfig.create("section", max_tokens=512)
 
 
 def _isolated_run(data: bytes, limits, uri: str = URI, config: ChunkingConfig = SMALL):
-    from transforms.isolation import Extractor
+    from chunkmill.isolation import Extractor
 
     chunking = Chunking(config)
     extractor = Extractor(limits)
@@ -205,7 +206,7 @@ def _isolated_run(data: bytes, limits, uri: str = URI, config: ChunkingConfig = 
     ("memory_mb", "timeout", "reason"), [(128, 600.0, "memory"), (4096, 0.5, "timeout")]
 )
 def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeout, reason):
-    from transforms.isolation import Limits
+    from chunkmill.isolation import Limits
 
     data = b"# h\n" * 1_000_000  # 4 MB: a million one-heading sections
     limits = Limits(memory_mb=memory_mb, timeout_seconds=timeout)
@@ -217,7 +218,7 @@ def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeou
 
 @pytest.mark.parametrize("uri", ["/corpus/long.md", "/corpus/long.html"])
 def test_a_long_document_chunked_in_the_child_gives_the_same_rows(uri):
-    from transforms.isolation import Limits
+    from chunkmill.isolation import Limits
 
     body = paragraphs(*(f"word{i} " * 30 for i in range(2000))).decode()
     if uri.endswith(".html"):  # extracted in the child, then chunked there from its text

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from transforms.extract import (
+from chunkmill.extract import (
     EXTRACTOR_VERSION,
     REASONS,
     Extracted,

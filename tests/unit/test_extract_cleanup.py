@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transforms.extract.cleanup import DOCUMENT, PDF, PROFILES, VERBATIM, clean_up
+from chunkmill.extract.cleanup import DOCUMENT, PDF, PROFILES, VERBATIM, clean_up
 
 # Characters the clean-up acts on, mixed into generated text so that hypothesis meets them
 # often: controls, noncharacters, line-break controls, ligatures, presentation forms, space

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkmill import document, ids
+from chunkmill.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
+from chunkmill.extract import FORMATS, ExtractionError, detect_format, extract, pdf
+from chunkmill.items import WorkItem
 from tests.helpers import SMALL, make_pdf
 from tests.hostile_corpus import encrypt
-from transforms import document, ids
-from transforms.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
-from transforms.extract import FORMATS, ExtractionError, detect_format, extract, pdf
-from transforms.types import WorkItem
 
 PAGES = ["Alpha page one speaks of apples.", "Bravo page two.\nSecond line.", "Charlie three."]
 PDF_TEXT = "Alpha page one speaks of apples.\n\nBravo page two.\nSecond line.\n\nCharlie three."
@@ -267,7 +267,7 @@ def test_pdf_engine_is_part_of_the_fingerprint() -> None:
 
 
 def test_limits_stay_out_of_the_fingerprint() -> None:
-    from transforms.isolation import Limits
+    from chunkmill.isolation import Limits
 
     tight = ChunkingConfig.create(limits=Limits(timeout_seconds=1, memory_mb=10))
     assert tight.fingerprint == ChunkingConfig.create().fingerprint

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from chunkmill import document, ids
+from chunkmill.config import Chunking
+from chunkmill.extract import ExtractionError
+from chunkmill.isolation import Extractor, Limits
+from chunkmill.items import WorkItem
 from tests.helpers import SMALL
 from tests.hostile_corpus import LINES, Case, cases
-from transforms import document, ids
-from transforms.config import Chunking
-from transforms.extract import ExtractionError
-from transforms.isolation import Extractor, Limits
-from transforms.types import WorkItem
 
 CASES = cases()
 

@@ -12,11 +12,11 @@ from fontTools.fontBuilder import FontBuilder
 from fontTools.pens.ttGlyphPen import TTGlyphPen
 from fpdf import FPDF
 
+from chunkmill import document, ids
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.extract import ExtractionError, extract, pdf
+from chunkmill.items import WorkItem
 from tests.unit.chunker_contract import SAMPLE_CORPUS
-from transforms import document, ids
-from transforms.config import Chunking, ChunkingConfig
-from transforms.extract import ExtractionError, extract, pdf
-from transforms.types import WorkItem
 
 ENGINES = ("pypdf", "pdfium")
 HELLO, WORLD = "\u0645\u0631\u062d\u0628\u0627", "\u0628\u0627\u0644\u0639\u0627\u0644\u0645"

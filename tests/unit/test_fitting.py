@@ -1,4 +1,4 @@
-"""Fitting chunks to the embedder (``transforms.chunking.fitting``): over-long chunks of the
+"""Fitting chunks to the embedder (``chunkmill.chunking.fitting``): over-long chunks of the
 character-sized strategies are cut to ``max_embed_tokens``, chunks under
 ``min_chunk_tokens`` are merged into a neighbour where the result fits, and the chunker
 contract holds for whatever comes out."""
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms import document, ids
-from transforms.chunking import Span, chars4, make_chunker
-from transforms.chunking.context import context_windows
-from transforms.chunking.fitting import FittedChunker
-from transforms.chunking.tokens import load_token_counter
-from transforms.config import Chunking, ChunkingConfig
-from transforms.extract import extract
-from transforms.types import WorkItem
+from chunkmill import document, ids
+from chunkmill.chunking import Span, chars4, make_chunker
+from chunkmill.chunking.context import context_windows
+from chunkmill.chunking.fitting import FittedChunker
+from chunkmill.chunking.tokens import load_token_counter
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.extract import extract
+from chunkmill.items import WorkItem
 
 from .chunker_contract import SAMPLE_CORPUS, assert_deterministic, check_span_contract, texts
 

@@ -1,4 +1,4 @@
-"""transforms.isolation: a hanging, memory-hungry or crashing parser costs one document, and
+"""chunkmill.isolation: a hanging, memory-hungry or crashing parser costs one document, and
 the next document gets a fresh child. Budgets are small so each case takes seconds."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from chunkmill.extract import ExtractionError
+from chunkmill.isolation import Extractor, IsolatedExtractor, Limits
 from tests import isolation_targets as targets
-from transforms.extract import ExtractionError
-from transforms.isolation import Extractor, IsolatedExtractor, Limits
 
 
 def isolated(target, *, timeout: float = 60.0, memory_mb: int = 256) -> IsolatedExtractor:

@@ -6,11 +6,12 @@ import dataclasses
 
 import pytest
 
+from chunkmill import document, ids
+from chunkmill.config import ChunkingConfig
+from chunkmill.isolation import Limits
+from chunkmill.items import PriorError, WorkItem
+from chunkmill.transforms import storage
 from tests.helpers import SMALL
-from transforms import document, ids, storage
-from transforms.config import ChunkingConfig
-from transforms.isolation import Limits
-from transforms.types import PriorError, WorkItem
 
 URI = "/corpus/broken.pdf"
 KEY = document.attempt_key(SMALL)
@@ -96,7 +97,7 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from transforms import io as tio
+    from chunkmill.transforms import tables
 
     old = tmp_path / "old.parquet"  # written before source_version and attempt_key existed
     pq.write_table(
@@ -112,11 +113,11 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
         ),
         old,
     )
-    ((doc, error),) = list(tio.prior_errors(str(old)))
+    ((doc, error),) = list(tables.prior_errors(str(old)))
     assert doc == "d1" and error == PriorError(None, None, "extract", "corrupt", "bad", "s")
     assert not document.is_known_failure(error, "v1", KEY)
 
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 cut short")
-    assert list(tio.prior_errors(str(broken))) == []
+    assert list(tables.prior_errors(str(broken))) == []
     assert "broken.parquet is unreadable" in caplog.text

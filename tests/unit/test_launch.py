@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import launch
-from pipeline.options import UsageError, parse_run
+from chunkmill.pipeline import launch
+from chunkmill.pipeline.options import UsageError, parse_run
 
 
 @pytest.mark.parametrize(

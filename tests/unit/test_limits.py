@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.options import parse_run
-from transforms import document, ids
-from transforms.io import check_error_ratio, check_removed_ratio
-from transforms.isolation import Limits
-from transforms.refusal import RunRefused, refusal_line
-from transforms.types import WorkItem
+from chunkmill import document, ids
+from chunkmill.isolation import Limits
+from chunkmill.items import WorkItem
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import parse_run
+from chunkmill.refusal import RunRefused, refusal_line
+from chunkmill.transforms.tables import check_error_ratio, check_removed_ratio
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_over_max_document_bytes_is_too_large_from_the_listing() -> None:
 def test_plan_warns_when_the_planned_removals_would_be_refused(docs, tmp_path) -> None:
     import dataclasses
 
-    from pipeline.plan import removal_warning
+    from chunkmill.pipeline.plan import removal_warning
 
     settings = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "out")])
     warning = removal_warning(6, 10, settings)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from chunkmill.items import ListingError, Skipped, SourceFile
+from chunkmill.transforms import storage
 from tests.helpers import AS_NOBODY
-from transforms import storage
-from transforms.types import ListingError, Skipped, SourceFile
 
 TREE = (
     "a.md",
@@ -220,7 +220,7 @@ def test_an_object_store_shard_that_fails_is_a_listing_error(monkeypatch):
 
 _LIST_AS_NOBODY = """
 import sys
-from transforms import storage
+from chunkmill.transforms import storage
 for item in storage.plan(sys.argv[1]):
     for x in storage.list_shard(item):
         print(type(x).__name__, x.uri, getattr(x, "reason", ""))

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from pipeline import logs
-from pipeline.options import UsageError
+from chunkmill.pipeline import logs
+from chunkmill.pipeline.options import UsageError
 
 pytestmark = pytest.mark.usefixtures("restore_log_levels")
 
@@ -27,7 +27,7 @@ def effective(name: str) -> int:
 )
 def test_levels(level, ours, beam, pypdf):
     logs.configure(level)
-    assert effective("pipeline.cli") == effective("transforms.core") == ours
+    assert effective("chunkmill.pipeline.cli") == effective("chunkmill.transforms.core") == ours
     assert effective("apache_beam.runners.portability.fn_api_runner") == beam
     assert effective("google.auth") == beam
     assert effective("pypdf._reader") == pypdf
@@ -52,7 +52,7 @@ def test_bad_level_names_the_flag():
 
 @pytest.mark.parametrize(("level", "shown"), [("info", False), ("debug", True)])
 def test_beam_traceback_of_a_refused_run_is_dropped_unless_debug(level, shown, caplog):
-    from transforms.refusal import RunRefused
+    from chunkmill.refusal import RunRefused
 
     logs.configure(level)
     beam = logging.getLogger(logs.BEAM_STEP_FAILURES)
@@ -74,7 +74,7 @@ def test_beam_traceback_of_a_refused_run_is_dropped_unless_debug(level, shown, c
 
 
 def test_a_workers_relayed_log_of_a_refused_run_is_dropped_unless_debug(caplog):
-    from transforms.refusal import RunRefused
+    from chunkmill.refusal import RunRefused
 
     relay = logging.getLogger(logs.WORKER_LOG_RELAY)
     quoted = f'Worker: severity: ERROR message: "{RunRefused("too many removed")}\\nTraceback"'
@@ -135,7 +135,7 @@ def test_every_record_of_the_process_is_redacted_whatever_its_logger(caplog):
     try:
         raise RuntimeError("401 for https://u:SENTINEL@h/x")
     except RuntimeError:
-        logging.getLogger("transforms.core").exception("failed")
+        logging.getLogger("chunkmill.transforms.core").exception("failed")
     assert len(caplog.records) == 3
     assert "SENTINEL" not in caplog.text
     assert "'s3_secret_access_key': '***'" in caplog.text
@@ -144,5 +144,5 @@ def test_every_record_of_the_process_is_redacted_whatever_its_logger(caplog):
 def test_a_record_that_cannot_be_formatted_is_left_to_logging_s_own_error_path():
     logs.configure("info")
     make = logging.getLogRecordFactory()
-    record = make("pipeline.x", logging.INFO, "f.py", 1, "%d items", ("not a number",), None)
+    record = make("chunkmill.x", logging.INFO, "f.py", 1, "%d items", ("not a number",), None)
     assert (record.msg, record.args) == ("%d items", ("not a number",))

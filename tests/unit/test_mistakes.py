@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline.cli import main
 from tests.helpers import write_finished_run
-from transforms import schema
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:

@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.options import SAMPLE_CORPUS, parse_run
+from chunkmill import schema
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import SAMPLE_CORPUS, parse_run
 from tests.helpers import write_finished_run
-from transforms import schema
 
 
 @pytest.mark.parametrize(
@@ -174,8 +174,8 @@ def test_values_of_beam_flags_are_not_stray_arguments(docs, tmp_path):
 
 
 def test_a_usage_error_quoting_a_uri_shows_no_credential(tmp_path, capsys):
-    from pipeline.cli import main
-    from pipeline.options import UsageError
+    from chunkmill.pipeline.cli import main
+    from chunkmill.pipeline.options import UsageError
 
     signed = "s3://key:SENTINEL@bucket/docs/*?X-Amz-Signature=SENTINEL"
     err = UsageError(f"argument --input: {signed!r} matches no file")

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import Span, available, make_chunker
-from transforms.chunking.base import CHARS_PER_TOKEN, TokenCounter
-from transforms.chunking.paragraph import ParagraphChunker
-from transforms.chunking.tokens import MINILM, HFTokenizer, load_token_counter, whitespace
+from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking.base import CHARS_PER_TOKEN, TokenCounter
+from chunkmill.chunking.paragraph import ParagraphChunker
+from chunkmill.chunking.tokens import MINILM, HFTokenizer, load_token_counter, whitespace
 
 from .chunker_contract import (
     assert_deterministic,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import Span, available, make_chunker
-from transforms.chunking.context import ContextWindow, context_windows
-from transforms.chunking.paragraph_window import ParagraphWindowChunker
+from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking.context import ContextWindow, context_windows
+from chunkmill.chunking.paragraph_window import ParagraphWindowChunker
 
 from .chunker_contract import (
     assert_deterministic,

@@ -8,10 +8,10 @@ import pytest
 from apache_beam.io.parquetio import _RowDictionariesToArrowTable
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms import document, ids, schema
-from transforms.config import Chunking, ChunkingConfig
-from transforms.parquet_batches import RowsToArrowTables
-from transforms.types import WorkItem
+from chunkmill import document, ids, schema
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.items import WorkItem
+from chunkmill.transforms.parquet_batches import RowsToArrowTables
 
 
 def _rows() -> list[dict]:

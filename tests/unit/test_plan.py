@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import plan
-from pipeline.options import RunSettings
+from chunkmill import document, ids
+from chunkmill.config import ChunkingConfig
+from chunkmill.isolation import Limits
+from chunkmill.items import SourceFile, WorkItem
+from chunkmill.pipeline import plan
+from chunkmill.pipeline.options import RunSettings
+from chunkmill.transforms import storage
 from tests.helpers import SMALL, manifest_rows, paragraphs, summarise
-from transforms import document, ids, storage
-from transforms.config import ChunkingConfig
-from transforms.isolation import Limits
-from transforms.types import SourceFile, WorkItem
 
 FP = SMALL.fingerprint
 V1, V2 = "size=100;mtime=1.0", "size=120;mtime=2.0"

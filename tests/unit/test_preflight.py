@@ -1,4 +1,4 @@
-"""pipeline.preflight: the prior manifest is exactly what a finished run's ``_SUCCESS``
+"""chunkmill.pipeline.preflight: the prior manifest is exactly what a finished run's ``_SUCCESS``
 lists, every file there with its recorded size and rows, or the run is refused in one line.
 Runs are written here by hand (tests.helpers.write_finished_run), damaged, then proven."""
 
@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import preflight
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline import preflight
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import runstate, tables
 from tests.helpers import write_finished_run
 from tests.unit.test_prior_integrity import hand_rows
-from transforms import io as tio
-from transforms import runstate, schema
 
 
 def manifest(rows: list[dict]) -> pa.Table:
@@ -194,7 +194,7 @@ def test_publish_records_every_file_with_its_rows_and_bytes_and_leaves_no_stagin
         pq.write_table(pa.Table.from_pylist(rows, schema=table_schema), path)
         written.append(str(path))
     report = {"run_id": "r1", "started_at": "2026-11-20T01:00:00Z", "limits": {}}
-    tio.publish(None, {"docs_listed": 1}, written, str(tmp_path), "r1", report)
+    tables.publish(None, {"docs_listed": 1}, written, str(tmp_path), "r1", report)
     success = runstate.parse_success((base / "_SUCCESS").read_text())
     assert success["tables"]["manifest"] == [
         {
@@ -228,16 +228,16 @@ def test_publish_writes_success_beside_and_renames_it_over(tmp_path, monkeypatch
 
     monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
     report = {"run_id": "r1", "started_at": "2026-11-20T01:00:00Z", "limits": {}}
-    tio.publish(None, {}, [], str(tmp_path), "r1", report)
+    tables.publish(None, {}, [], str(tmp_path), "r1", report)
     assert ("_SUCCESS.tmp", "_SUCCESS") in seen
 
 
 def test_publish_refuses_a_mass_removal_and_leaves_latest_alone(tmp_path):
-    from transforms.refusal import RunRefused
+    from chunkmill.refusal import RunRefused
 
-    tio.publish(None, {}, [], str(tmp_path), "r1", {"run_id": "r1", "started_at": "1"})
+    tables.publish(None, {}, [], str(tmp_path), "r1", {"run_id": "r1", "started_at": "1"})
     report = {"run_id": "r2", "started_at": "2", "limits": {"max_removed_ratio": 0.5}}
     with pytest.raises(RunRefused, match="removes 6 of 10 documents"):
-        tio.publish(None, {"docs_prior": 10, "docs_removed": 6}, [], str(tmp_path), "r2", report)
+        tables.publish(None, {"docs_prior": 10, "docs_removed": 6}, [], str(tmp_path), "r2", report)
     assert not (tmp_path / "runs" / "r2" / "_SUCCESS").exists()
     assert (tmp_path / "LATEST").read_text().strip() == "r1"

@@ -1,10 +1,14 @@
-"""transforms.prior: summaries, hash buckets and verdicts applied to a prior part, without Beam."""
+"""transforms.prior: summaries, hash buckets and verdicts of a prior part, without Beam."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
+from chunkmill import ids, schema
+from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, Verdict
+from chunkmill.transforms import prior
+from chunkmill.transforms.parquet_batches import ConcatTables
 from tests.helpers import (
     manifest_rows,
     manifest_table,
@@ -12,9 +16,6 @@ from tests.helpers import (
     paragraphs,
     write_prior,
 )
-from transforms import ids, prior, schema
-from transforms.parquet_batches import ConcatTables
-from transforms.types import KEEP, REMOVE, REPLACE, PriorPart, Verdict
 
 A, B, C = "/c/a.md", "/c/b.md", "/c/c.md"
 

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from transforms import io as tio
-from transforms import prior, schema
-from transforms.refusal import RunRefused, refusal_line
-from transforms.types import PriorPart
+from chunkmill import schema
+from chunkmill.items import PriorPart
+from chunkmill.refusal import RunRefused, refusal_line
+from chunkmill.transforms import prior, tables
 
 
 def hand_rows(n: int) -> list[dict]:
@@ -130,7 +130,7 @@ def test_report_and_plan_reads_verify_page_checksums(tmp_path):
     path = write(tmp_path / "part-0.parquet", rows)
     flip_a_hash(path, rows)
     with pytest.raises(OSError, match="(?i)checksum|crc"):
-        list(tio.read_parquet_batches([str(path)], ["chunk_hash"]))
+        list(tables.read_parquet_batches([str(path)], ["chunk_hash"]))
 
 
 def test_refusal_line_survives_pickling_and_wrapping():
@@ -156,7 +156,7 @@ def _write_with(transform, table: pa.Table, prefix: str) -> Path:
 def test_tables_are_written_with_page_checksums_and_otherwise_as_beam_writes_them(tmp_path):
     rows = hand_rows(50)
     table = pa.Table.from_pylist(rows, schema=schema.MANIFEST)
-    ours = _write_with(tio.WriteChecksummedParquet, table, str(tmp_path / "ours.parquet"))
+    ours = _write_with(tables.WriteChecksummedParquet, table, str(tmp_path / "ours.parquet"))
     beams = _write_with(beam.io.WriteToParquetBatched, table, str(tmp_path / "beam.parquet"))
     a, b = pq.ParquetFile(ours), pq.ParquetFile(beams)
     assert a.schema_arrow.equals(b.schema_arrow, check_metadata=True)
@@ -181,7 +181,7 @@ def test_a_refusal_rebuilt_from_a_runners_augmented_text_keeps_its_line():
 
 
 def test_plan_on_a_prior_with_flipped_bytes_is_one_line_naming_the_file(tmp_path, capsys):
-    from pipeline.cli import main
+    from chunkmill.pipeline.cli import main
     from tests.helpers import write_finished_run
 
     rows = hand_rows(20)

@@ -7,10 +7,16 @@ import logging
 
 import pytest
 
-from pipeline import progress
-from pipeline.options import parse_run
-from pipeline.progress import Reporter, Snapshot, eta_seconds, format_duration, format_line
-from transforms import core
+from chunkmill.pipeline import progress
+from chunkmill.pipeline.options import parse_run
+from chunkmill.pipeline.progress import (
+    Reporter,
+    Snapshot,
+    eta_seconds,
+    format_duration,
+    format_line,
+)
+from chunkmill.transforms import core
 
 MB = 1024 * 1024
 
@@ -116,7 +122,7 @@ def test_a_shorter_line_overwrites_the_whole_previous_one():
 def test_without_a_terminal_a_log_line_every_interval(caplog):
     clock, out = FakeClock(), io.StringIO()
     state = {"s": Snapshot()}
-    logger = logging.getLogger("pipeline.progress.test")
+    logger = logging.getLogger("chunkmill.pipeline.progress.test")
     r = Reporter(
         lambda: state["s"], stream=out, tty=False, clock=clock, log_every=30, logger=logger
     )

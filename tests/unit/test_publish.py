@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import io as tio
+from chunkmill.transforms import tables
 
 
 def report(run_id: str, started_at: str) -> dict:
@@ -18,7 +18,7 @@ def report(run_id: str, started_at: str) -> dict:
 
 
 def publish(output: Path, run_id: str, started_at: str) -> str:
-    return tio.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
+    return tables.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
 
 
 def latest(output: Path) -> str:
@@ -28,7 +28,7 @@ def latest(output: Path) -> str:
 def test_first_publish_names_itself(tmp_path):
     publish(tmp_path, "r1", "2026-11-20T01:00:00Z")
     assert latest(tmp_path) == "r1"
-    assert tio.finished_runs(str(tmp_path)) == [("2026-11-20T01:00:00Z", "r1")]
+    assert tables.finished_runs(str(tmp_path)) == [("2026-11-20T01:00:00Z", "r1")]
 
 
 def test_a_run_that_finishes_after_a_newer_one_does_not_move_latest_back(tmp_path, caplog):
@@ -100,4 +100,4 @@ def test_no_finished_runs(tmp_path, missing):
     if missing:
         (tmp_path / missing).mkdir()
         (tmp_path / "runs" / "dead").mkdir()  # a run that never finished
-    assert tio.finished_runs(str(tmp_path)) == []
+    assert tables.finished_runs(str(tmp_path)) == []

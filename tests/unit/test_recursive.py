@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import Span, available, make_chunker
-from transforms.chunking.recursive import DEFAULT_SEPARATORS, RecursiveChunker, separators_for
+from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking.recursive import DEFAULT_SEPARATORS, RecursiveChunker, separators_for
 
 from .chunker_contract import (
     assert_deterministic,

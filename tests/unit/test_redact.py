@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from transforms import ids
-from transforms.redact import is_secret_parameter, redact_text, redact_uri
+from chunkmill import ids
+from chunkmill.redact import is_secret_parameter, redact_text, redact_uri
 
 SECRET = "SENTINELsecret42"
 

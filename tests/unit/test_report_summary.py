@@ -3,8 +3,8 @@ because of them, said apart from the listed documents; absent from older reports
 
 from __future__ import annotations
 
-from pipeline import run_report
-from pipeline.report import summary
+from chunkmill.pipeline import run_report
+from chunkmill.pipeline.report import summary
 
 COUNTS = {
     "docs_listed": 5,

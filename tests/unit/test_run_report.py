@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import run_report
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline import run_report
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import tables
 from tests.report_page import Page
-from transforms import io as tio
-from transforms import schema
 
 
 @pytest.mark.parametrize(
@@ -131,16 +131,16 @@ def out(tmp_path: Path) -> Path:
         for i in range(2)
     ]
     new = [{**r, "is_new": True} for r in a + evil]
-    tables: dict[str, list[str]] = {"manifest": [], "chunks": [], "errors": [], "removed": []}
-    tables["manifest"].append(_write(run, "manifest", 0, new[:5] + b[:1]))
-    tables["manifest"].append(_write(run, "manifest", 1, new[5:] + b[1:]))
+    written: dict[str, list[str]] = {"manifest": [], "chunks": [], "errors": [], "removed": []}
+    written["manifest"].append(_write(run, "manifest", 0, new[:5] + b[:1]))
+    written["manifest"].append(_write(run, "manifest", 1, new[5:] + b[1:]))
     chunk_rows = [{**r, "text": "t", "text_with_context": None} for r in a + evil]
-    tables["chunks"].append(_write(run, "chunks", 0, chunk_rows))
+    written["chunks"].append(_write(run, "chunks", 0, chunk_rows))
     errors = [
         _error(f"/corpus/bad{i}.pdf", "corrupt", "pypdf: PdfStreamError") for i in (4, 2, 3, 1)
     ]
     errors.append(_error("/corpus/empty.md", "empty", "nothing\nbut <b>bold</b> words"))
-    tables["errors"].append(_write(run, "errors", 0, errors))
+    written["errors"].append(_write(run, "errors", 0, errors))
     removed = [
         {**_occurrence(u, 0, 5, "section", "markdown"), "removed_reason": why}
         for u, why in [("/x.md", "document_removed"), ("/y.md", "document_removed")]
@@ -150,7 +150,7 @@ def out(tmp_path: Path) -> Path:
             "removed_reason": "document_changed",
         }
     ]
-    tables["removed"].append(_write(run, "removed", 0, removed))
+    written["removed"].append(_write(run, "removed", 0, removed))
     counts = {
         "docs_listed": 9,
         "docs_processed": 2,
@@ -184,7 +184,7 @@ def out(tmp_path: Path) -> Path:
                 }
                 for path in paths
             ]
-            for name, paths in tables.items()
+            for name, paths in written.items()
         },
     }
     (run / "_SUCCESS").write_text(json.dumps(report))
@@ -195,7 +195,7 @@ def out(tmp_path: Path) -> Path:
 def test_page_of_a_hand_written_run(out, monkeypatch, capsys):
     # Two rows per batch and compaction at every batch: the counts must add up across
     # batches and files, as they would over a manifest of millions of rows.
-    monkeypatch.setattr(tio, "PARQUET_BATCH_ROWS", 2)
+    monkeypatch.setattr(tables, "PARQUET_BATCH_ROWS", 2)
     monkeypatch.setattr(run_report, "_COMPACT_ROWS", 1)
     assert main(["report", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -329,8 +329,8 @@ def _write_errors(run: Path, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def test_the_run_report_of_settings_holds_no_credential():
-    from pipeline.options import RunSettings
-    from pipeline.report import summary
+    from chunkmill.pipeline.options import RunSettings
+    from chunkmill.pipeline.report import summary
     from tests.helpers import SMALL
 
     settings = RunSettings(

@@ -10,9 +10,9 @@ import pytest
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.portability import prism_runner
 
-from pipeline import graph, launch, runners
-from pipeline.cli import main
-from pipeline.options import UsageError, parse_run
+from chunkmill.pipeline import graph, launch, runners
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import UsageError, parse_run
 
 SUPPORTED_LIST = "use DirectRunner, DataflowRunner, FlinkRunner, PortableRunner, PrismRunner"
 
@@ -62,7 +62,7 @@ def test_plan_refuses_it_too(docs, capsys):
         ("Drect", "unknown runner 'Drect'; did you mean DirectRunner?"),
         ("Nonesuch", f"unknown runner 'Nonesuch'; {SUPPORTED_LIST}"),
         ("no.such.module.Runner", "cannot load no.such.module.Runner"),
-        ("pipeline.options.RunSettings", "is not a Beam PipelineRunner"),
+        ("chunkmill.pipeline.options.RunSettings", "is not a Beam PipelineRunner"),
     ],
 )
 def test_a_runner_that_names_nothing_is_one_line(runner, message, docs):

@@ -1,5 +1,5 @@
 """``chunkmill runs list`` / ``runs gc``: the keep policy as a pure function, then the CLI
-on run folders published by transforms.io.publish (the same code a pipeline runs)."""
+on run folders published by transforms.tables.publish (the same code a pipeline runs)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.runs import RunInfo, list_runs, plan_gc
-from transforms import io as tio
-from transforms import runstate
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.runs import RunInfo, list_runs, plan_gc
+from chunkmill.transforms import runstate, tables
 
 NOW = 2_000_000_000.0
 HOUR = 3600.0
@@ -75,7 +74,7 @@ def publish(output: Path, run_id: str, day: int, counts: dict | None = None) -> 
     table.mkdir(parents=True)
     (table / "part-0.parquet").write_bytes(b"PAR1")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    tio.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
+    tables.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
 
 
 def dead_run(output: Path, run_id: str, idle_hours: float) -> Path:

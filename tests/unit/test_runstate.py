@@ -19,12 +19,12 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from pipeline import cli, graph, launch
-from pipeline.cli import main
+from chunkmill import schema
+from chunkmill.pipeline import cli, graph, launch
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import runstate, tables
+from chunkmill.transforms.runstate import BadLatest, Claim, RunTaken
 from tests.helpers import AS_NOBODY
-from transforms import io as tio
-from transforms import runstate, schema
-from transforms.runstate import BadLatest, Claim, RunTaken
 
 REPO = Path(__file__).parents[2]
 
@@ -35,7 +35,7 @@ def publish(output: Path, run_id: str, day: int) -> None:
     table.mkdir(parents=True)
     pq.write_table(schema.MANIFEST.empty_table(), table / "part-0.parquet")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    tio.publish(None, {"docs_listed": day}, [], str(output), run_id, report)
+    tables.publish(None, {"docs_listed": day}, [], str(output), run_id, report)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def test_two_default_ids_in_one_second_get_distinct_folders(docs, tmp_path, monk
     import datetime as dt
     import functools
 
-    from pipeline import options
+    from chunkmill.pipeline import options
 
     now = dt.datetime(2026, 11, 22, 7, 30, 5, tzinfo=dt.timezone.utc)
     monkeypatch.setattr(cli, "parse_run", functools.partial(options.parse_run, now=now))
@@ -327,7 +327,7 @@ def test_an_unreadable_latest_is_one_line(tmp_path):
         (out / "LATEST").chmod(0o000)
         argv = ["runs", "gc", "--keep", "0", "--output", str(out)]
         done = subprocess.run(
-            [*AS_NOBODY, sys.executable, "-m", "pipeline", *argv],
+            [*AS_NOBODY, sys.executable, "-m", "chunkmill", *argv],
             capture_output=True,
             text=True,
             cwd=out,
@@ -356,9 +356,9 @@ def test_a_truncated_success_is_not_a_finished_run(tmp_path, capsys):
     publish(out, "r1", 1)
     publish(out, "r2", 2)
     truncate_success(out, "r2")
-    assert tio.finished_runs(str(out)) == [("2026-11-01T01:00:00Z", "r1")]
+    assert tables.finished_runs(str(out)) == [("2026-11-01T01:00:00Z", "r1")]
     # The next publisher points LATEST at the newest valid run, not at the damaged one.
-    assert tio.point_latest_at_newest(str(out), "r1") == "r1"
+    assert tables.point_latest_at_newest(str(out), "r1") == "r1"
 
     assert main(["runs", "list", "--output", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()

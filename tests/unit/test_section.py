@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import Span, make_chunker
-from transforms.chunking.base import CHARS_PER_TOKEN, chars4
-from transforms.chunking.section import (
+from chunkmill.chunking import Span, make_chunker
+from chunkmill.chunking.base import CHARS_PER_TOKEN, chars4
+from chunkmill.chunking.section import (
     _LAST_UNIT_END,
     _UNIT_BREAK,
     SectionChunker,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking import Span, available, make_chunker
-from transforms.chunking.sentence import SentenceChunker
+from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking.sentence import SentenceChunker
 
 from .chunker_contract import (
     assert_deterministic,

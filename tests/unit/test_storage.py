@@ -10,9 +10,9 @@ import fsspec
 import pytest
 from google.api_core import exceptions as gexc
 
-from transforms import storage
-from transforms.storage import Shard
-from transforms.types import Skipped, SourceFile
+from chunkmill.items import Skipped, SourceFile
+from chunkmill.transforms import storage
+from chunkmill.transforms.storage import Shard
 
 
 @pytest.mark.parametrize(

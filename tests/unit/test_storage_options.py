@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.options import parse_run
-from transforms import storage
+from chunkmill.pipeline.cli import main
+from chunkmill.pipeline.options import parse_run
+from chunkmill.transforms import storage
 
 
 def test_billing_project_reaches_the_settings(tmp_path):

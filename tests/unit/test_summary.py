@@ -1,11 +1,11 @@
-"""The summary a run prints (``pipeline.report.summary``): what it says about the model's
+"""The summary a run prints (``chunkmill.pipeline.report.summary``): what it says about the model's
 input window."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.report import summary
+from chunkmill.pipeline.report import summary
 
 
 def run_report(window: int | None, over: int | None) -> dict:

@@ -1,4 +1,4 @@
-"""Tests for the token counters of ``transforms.chunking.tokens``."""
+"""Tests for the token counters of ``chunkmill.chunking.tokens``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
-from transforms.chunking import base
-from transforms.chunking.tokens import (
+from chunkmill.chunking import base
+from chunkmill.chunking.tokens import (
     MINILM,
     MINILM_PACKAGE,
     HFTokenizer,
@@ -249,7 +249,7 @@ def test_minilm_does_not_import_sentence_transformers_or_torch() -> None:
     minilm_path()
     code = (
         "import sys\n"
-        "from transforms.chunking.tokens import load_token_counter\n"
+        "from chunkmill.chunking.tokens import load_token_counter\n"
         "assert load_token_counter('all-minilm-l6-v2')('hello world') == 4\n"
         "heavy = sorted(m for m in ('sentence_transformers', 'torch', 'transformers')"
         " if m in sys.modules)\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from chunkmill.pipeline.cli import main
 
 ROOT = Path(__file__).parents[2]
 
@@ -58,7 +58,7 @@ def test_unknown_flag_is_one_line_on_a_terminal_too(docs, tmp_path):
     """Beam logs the flags it cannot parse as a WARNING; the CLI's stderr must still be the
     one line (pytest's own log capture would hide that line from capsys)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", "--input", f"{docs}/*", "--max-token", "5"],
+        [sys.executable, "-m", "chunkmill", "run", "--input", f"{docs}/*", "--max-token", "5"],
         capture_output=True,
         text=True,
         timeout=300,

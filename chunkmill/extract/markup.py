@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 
-from transforms.extract.base import ExtractionError
+from chunkmill.extract.base import ExtractionError
 
 # Elements whose content is never text a reader sees.
 _SKIP = frozenset(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from transforms.chunking.base import (
+from chunkmill.chunking.base import (
     Span,
     TokenCounter,
     chars4,
@@ -65,7 +65,7 @@ class SentenceChunker:
        inside the window, so it never starts mid-word or on whitespace. If the window is
        empty (``chunk_overlap=0``, or no room) or holds no word start, there is no overlap.
 
-    Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
+    Guarantees, for any ``text`` (besides those of :mod:`chunkmill.chunking.base`):
 
     * every chunk has ``1 <= len <= chunk_size`` characters and both its first and last
       characters are non-whitespace;

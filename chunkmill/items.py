@@ -2,8 +2,8 @@
 shuffle once per document (sent as plain tuples, which Beam's coder encodes natively where
 anything else is pickled), frozen dataclasses for the rest.
 
-Table rows are plain dicts keyed by the fields of ``transforms.schema``; these types are the
-work items around them. The chunking config is in ``transforms.config``.
+Table rows are plain dicts keyed by the fields of ``chunkmill.schema``; these types are the
+work items around them. The chunking config is in ``chunkmill.config``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class SourceFile(NamedTuple):
 
 class Skipped(NamedTuple):
     """An object the listing found and left out on purpose, never read: counted in the run
-    report by ``reason`` (``transforms.storage`` names the reasons), never a failure."""
+    report by ``reason`` (``chunkmill.transforms.storage`` names the reasons), never a failure."""
 
     uri: str
     reason: str
@@ -67,7 +67,7 @@ class PriorSummary(NamedTuple):
     fingerprint and content hash they share (``None`` where its rows disagree or have none).
 
     A document's rows are summarised, not carried: deciding its fate needs only this, and its
-    rows are kept, removed or dropped later where they lie (``transforms.prior``), so an
+    rows are kept, removed or dropped later where they lie (``chunkmill.transforms.prior``), so an
     unchanged document's rows never travel through the pipeline one by one."""
 
     part: str  # PriorPart.key
@@ -82,7 +82,7 @@ class PriorSummary(NamedTuple):
 
 class PriorError(NamedTuple):
     """What the prior run's errors/ table says of one failed document: enough to decide
-    whether to try it again (``transforms.document.known_failure``) and, if not, to write
+    whether to try it again (``chunkmill.document.known_failure``) and, if not, to write
     its errors row again."""
 
     source_version: str | None

@@ -23,16 +23,17 @@ from apache_beam.io import filebasedsink, parquetio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import prior, schema, storage
-from transforms.refusal import RunRefused
+from chunkmill import schema
+from chunkmill.items import PriorError
+from chunkmill.refusal import RunRefused
+from chunkmill.transforms import prior, storage
 
 # The names of the run-state files live with their defensive readers (transforms/runstate.py).
-from transforms.runstate import LATEST as LATEST
-from transforms.runstate import RUNS as RUNS
-from transforms.runstate import SUCCESS as SUCCESS
-from transforms.runstate import CorruptSuccess, read_bytes, read_success
-from transforms.runstate import run_dir as run_dir
-from transforms.types import PriorError
+from chunkmill.transforms.runstate import LATEST as LATEST
+from chunkmill.transforms.runstate import RUNS as RUNS
+from chunkmill.transforms.runstate import SUCCESS as SUCCESS
+from chunkmill.transforms.runstate import CorruptSuccess, read_bytes, read_success
+from chunkmill.transforms.runstate import run_dir as run_dir
 
 
 def table_dir(output: str, run_id: str, table: str) -> str:
@@ -45,11 +46,11 @@ class ListFiles(beam.PTransform):
     FIFO or device, a symlink leading out of the input), or a ``ListingError`` (a folder that
     could not be listed, a name that cannot be recorded). ``ChunkCorpus`` takes all three.
 
-    Globs read as a shell's with globstar (``transforms.storage.glob_regex``), and a folder
+    Globs read as a shell's with globstar (``storage.glob_regex``), and a folder
     means everything under it. ``include``/``exclude`` are globs matched against the path
-    relative to the pattern's fixed folder (``transforms.storage.ListingRules``). Nothing
+    relative to the pattern's fixed folder (``storage.ListingRules``). Nothing
     under ``exclude_prefix`` (the output location) is listed, by path or by real path, nor
-    are directory markers. Listing is sharded by prefix (``transforms.storage.plan``) and the
+    are directory markers. Listing is sharded by prefix (``storage.plan``) and the
     shards redistributed, so a large bucket is listed by many workers.
     ``billing_project`` is the project billed for requester-pays buckets.
 
@@ -96,9 +97,9 @@ class ReadManifest(beam.PTransform):
     """The parts of the prior run's manifest (``PriorPart``: one row group of one file),
     redistributed so workers read them in parallel; an empty PCollection when ``files`` is
     empty. ``files`` are exactly the manifest's files (those the prior run's ``_SUCCESS``
-    lists, proven before the run: ``pipeline.preflight``), never a glob, so a stray file
+    lists, proven before the run: ``chunkmill.pipeline.preflight``), never a glob, so a stray file
     beside them is not read. The rows themselves are read by ``ChunkCorpus``
-    (``transforms.prior``)."""
+    (``prior``)."""
 
     def __init__(self, files: Sequence[str]) -> None:
         super().__init__()
@@ -326,7 +327,7 @@ _PUBLISH_ROUNDS = 10
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
     """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
-    (``transforms.runstate.read_success``), oldest first: the candidates for ``LATEST``."""
+    (``runstate.read_success``), oldest first: the candidates for ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:

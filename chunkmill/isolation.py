@@ -7,7 +7,7 @@ not one process per document: starting Python and importing pypdf/pypdfium2/lxml
 half a second, sending one small PDF to a warm child and its text back well under a
 millisecond (see README, "Isolation and limits"). The child is replaced only after it was
 killed (time budget), ran out of memory, or crashed. The same child decodes and chunks long
-documents (``IsolatedExtractor.call``, used by ``transforms.document.ChunkInChild``), so
+documents (``IsolatedExtractor.call``, used by ``chunkmill.document.ChunkInChild``), so
 chunking has the same budgets. It runs with a minimal environment (``child_environment``):
 no credential of the worker reaches code that parses untrusted files.
 
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from transforms.extract import Extracted, ExtractionError, extract, uses_parser
+from chunkmill.extract import Extracted, ExtractionError, extract, uses_parser
 
 ExtractFn = Callable[..., Extracted]
 
@@ -55,7 +55,7 @@ _CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH")
 
 _BOOT = (
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-    "from transforms.isolation import _serve; _serve()"
+    "from chunkmill.isolation import _serve; _serve()"
 )
 
 

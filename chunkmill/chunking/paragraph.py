@@ -6,7 +6,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
-from transforms.chunking.base import (
+from chunkmill.chunking.base import (
     CHARS_PER_TOKEN,
     Span,
     TokenCounter,
@@ -73,7 +73,7 @@ class ParagraphChunker:
        window is empty (``overlap_tokens=0``, or no room) or holds no word start (it lies
        inside one word), there is no overlap: the chunk starts at its first unit.
 
-    Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
+    Guarantees, for any ``text`` (besides those of :mod:`chunkmill.chunking.base`):
 
     * every chunk ``text[s.start:s.end]`` has ``1 <= len <= max_chars`` characters and both
       its first and last characters are non-whitespace;
@@ -87,7 +87,7 @@ class ParagraphChunker:
     * time and extra memory are linear in ``len(text)``; no chunk text is copied.
 
     Exact token counts. With a ``token_counter`` other than ``chars4`` (``c``, say; see
-    :mod:`transforms.chunking.tokens`), the same algorithm runs with budgets measured by
+    :mod:`chunkmill.chunking.tokens`), the same algorithm runs with budgets measured by
     ``c``, exactly, instead of in characters. ``base = c("")`` is what any text costs (2
     for BERT's ``[CLS]`` and ``[SEP]``, 0 for ``whitespace``) and a text's *content* is
     ``c(text) - base``. The limit is ``c(chunk) <= max_tokens``, special tokens included;

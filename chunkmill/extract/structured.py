@@ -9,7 +9,7 @@ import io
 import json
 from typing import Any
 
-from transforms.extract.base import ExtractionError
+from chunkmill.extract.base import ExtractionError
 
 # CSV dialects tried by the sniffer, in this order of preference.
 _DELIMITERS = ",;\t|"

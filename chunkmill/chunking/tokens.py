@@ -25,7 +25,7 @@ import hashlib
 import os
 from typing import Any
 
-from transforms.chunking.base import TokenCounter, chars4
+from chunkmill.chunking.base import TokenCounter, chars4
 
 __all__ = [
     "MINILM",

@@ -3,15 +3,15 @@
 The chunking and context-window API's "paragraph" strategy keeps every paragraph whole as its
 own chunk and embeds it together with text from its neighbours. This module only cuts the
 paragraphs; the pipeline builds each chunk's context window from the chunk texts with
-:mod:`transforms.chunking.context` (previous 500 / next 300 characters by default).
+:mod:`chunkmill.chunking.context` (previous 500 / next 300 characters by default).
 """
 
 from __future__ import annotations
 
-from transforms.chunking.base import Span, TokenCounter, chars4, check_int, register
+from chunkmill.chunking.base import Span, TokenCounter, chars4, check_int, register
 
 # Reused so that "paragraph" means exactly the same thing in both strategies.
-from transforms.chunking.paragraph import _paragraphs, _pieces
+from chunkmill.chunking.paragraph import _paragraphs, _pieces
 
 
 @register("paragraph-window")
@@ -36,10 +36,10 @@ class ParagraphWindowChunker:
     ``prev_chars + next_chars + 10`` characters on top. The cap is in characters, like the
     context budgets, so ``token_counter`` is accepted for the common constructor signature
     but not used. What is embedded is bounded in tokens by the config instead
-    (``max_embed_tokens``, 512 by default: :mod:`transforms.chunking.fitting` cuts a longer
+    (``max_embed_tokens``, 512 by default: :mod:`chunkmill.chunking.fitting` cuts a longer
     paragraph and the context window is narrowed to fit).
 
-    Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
+    Guarantees, for any ``text`` (besides those of :mod:`chunkmill.chunking.base`):
 
     * every chunk has ``1 <= len <= max_chars`` characters, and its first and last
       characters are non-whitespace;

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import codecs
 
-from transforms.extract.base import ExtractionError, clean_text
+from chunkmill.extract.base import ExtractionError, clean_text
 
 # Longest first: UTF-32 LE's mark starts with UTF-16 LE's.
 _BOMS: tuple[tuple[bytes, str], ...] = (

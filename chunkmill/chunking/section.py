@@ -7,7 +7,7 @@ import unicodedata
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
-from transforms.chunking.base import (
+from chunkmill.chunking.base import (
     CHARS_PER_TOKEN,
     Span,
     TokenCounter,
@@ -250,7 +250,7 @@ class SectionChunker:
     heading (keeping code, lists and sentences whole wins over filling), or its first piece
     would need a hard cut.
 
-    Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
+    Guarantees, for any ``text`` (besides those of :mod:`chunkmill.chunking.base`):
 
     * every chunk fits, and its first and last characters are not whitespace;
     * starts and ends are strictly increasing; chunks are disjoint and never cross a section

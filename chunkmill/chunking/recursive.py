@@ -8,7 +8,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from transforms.chunking.base import (
+from chunkmill.chunking.base import (
     ParameterError,
     Span,
     TokenCounter,
@@ -65,7 +65,7 @@ class RecursiveChunker:
     text instead of moving to the start of the next piece (langchain, given ``". "``,
     turns ``"end. Next"`` into the chunks ``"end"`` and ``". Next"``).
 
-    Guarantees, for any ``text`` (besides those of :mod:`transforms.chunking.base`):
+    Guarantees, for any ``text`` (besides those of :mod:`chunkmill.chunking.base`):
 
     * every chunk has ``1 <= len <= chunk_size`` characters and both its first and last
       characters are non-whitespace;

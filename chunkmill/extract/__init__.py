@@ -12,7 +12,7 @@ characters but tab and newline) and keep every other character as the file holds
 DOCX, JSON/JSONL and CSV are rendered (see ``markup`` and ``structured``), PDFs are the text
 of their pages (``pdf``).
 
-Which formats need a third-party parser (and so run isolated, see ``transforms.isolation``)
+Which formats need a third-party parser (and so run isolated, see ``chunkmill.isolation``)
 is ``uses_parser``.
 """
 
@@ -21,17 +21,17 @@ from __future__ import annotations
 import posixpath
 import re
 
-from transforms.extract.base import (
+from chunkmill.extract.base import (
     REASONS,
     Extracted,
     ExtractionError,
     clean_text,
     one_line,
 )
-from transforms.extract.cleanup import DOCUMENT, VERBATIM, clean_up
-from transforms.extract.pdf import ENGINES as PDF_ENGINES
-from transforms.extract.pdf import extract_pdf
-from transforms.extract.text import ANY_BOM, decode, utf16_by_nuls
+from chunkmill.extract.cleanup import DOCUMENT, VERBATIM, clean_up
+from chunkmill.extract.pdf import ENGINES as PDF_ENGINES
+from chunkmill.extract.pdf import extract_pdf
+from chunkmill.extract.text import ANY_BOM, decode, utf16_by_nuls
 
 __all__ = [
     "EXTRACTOR_VERSION",
@@ -210,18 +210,18 @@ def extract(
     if fmt == PDF:
         return extract_pdf(data, engine=pdf_engine, max_pages=max_pdf_pages)
     if fmt == DOCX:
-        from transforms.extract.markup import docx_to_text
+        from chunkmill.extract.markup import docx_to_text
 
         return _finish(docx_to_text(_zip_or_corrupt(data)), DOCX, False)
     lossy = False
     if text is None:
         text, lossy = decode(data, failure_reason="undecodable", detect=True)
     if fmt == HTML:
-        from transforms.extract.markup import html_to_text
+        from chunkmill.extract.markup import html_to_text
 
         return _finish(html_to_text(text), HTML, lossy)
     if fmt in (JSON, JSONL, CSV):
-        from transforms.extract import structured
+        from chunkmill.extract import structured
 
         if fmt == JSON:
             rendered = structured.render_json(text)

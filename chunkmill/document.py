@@ -9,7 +9,7 @@
   embeddings downstream) and nothing is removed.
 
 A document's prior rows are known here only by their summaries (``WorkItem.prior``); the
-outcome's ``verdict`` says what becomes of them, and ``transforms.prior`` applies it where
+outcome's ``verdict`` says what becomes of them, and ``chunkmill.transforms.prior`` applies it where
 the rows lie.
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transforms import ids
-from transforms.chunking import Span
-from transforms.config import Chunking, ChunkingConfig
-from transforms.extract import Extracted, ExtractionError, extract, one_line, uses_parser
-from transforms.redact import redact_text, redact_uri
-from transforms.types import KEEP, REPLACE, PriorError, Verdict, WorkItem
-from transforms.versions import library_versions
+from chunkmill import ids
+from chunkmill.chunking import Span
+from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.extract import Extracted, ExtractionError, extract, one_line, uses_parser
+from chunkmill.items import KEEP, REPLACE, PriorError, Verdict, WorkItem
+from chunkmill.redact import redact_text, redact_uri
+from chunkmill.versions import library_versions
 
 PROCESSED = "processed"
 CARRIED_OVER = "carried_over"
@@ -201,7 +201,7 @@ def process_document(
 
     ``extract_text(uri, data)`` turns the bytes into text (default: ``extract`` in this
     process, with the config's PDF engine); the pipeline passes a
-    ``transforms.isolation.Extractor``, which adds the time and memory budgets.
+    ``chunkmill.isolation.Extractor``, which adds the time and memory budgets.
     ``chunk_in_child`` (the pipeline passes a ``ChunkInChild``) decodes and chunks a document
     over ``CHUNK_IN_CHILD_ABOVE`` under the same budgets; without it, everything runs here."""
     config = chunking.config
@@ -257,7 +257,7 @@ def chunk_extracted(item: WorkItem, doc: Extracted, sha: str, chunking: Chunking
 
 class ChunkInChild:
     """Decodes (when ``extracted`` is None) and chunks one document in a parser child
-    (``call`` is ``transforms.isolation.Extractor.call``), so that a document whose chunking
+    (``call`` is ``chunkmill.isolation.Extractor.call``), so that a document whose chunking
     would blow the time or memory budget costs that document only: a ``timeout`` or
     ``memory`` errors/ row at stage ``chunk``, and the run goes on."""
 

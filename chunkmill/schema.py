@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from transforms.versions import chunkmill_version
+from chunkmill.versions import chunkmill_version
 
 # Bumped on any change to a table (2: source_version added to every occurrence table; 3:
 # errors gained source_version, attempt_key and attempted); stored in every file's schema

@@ -12,8 +12,8 @@ from typing import Any
 import pypdf
 from pypdf.errors import DependencyError, FileNotDecryptedError
 
-from transforms.extract import cleanup
-from transforms.extract.base import Extracted, ExtractionError, clean_text
+from chunkmill.extract import cleanup
+from chunkmill.extract.base import Extracted, ExtractionError, clean_text
 
 PYPDF, PDFIUM, AUTO = "pypdf", "pdfium", "auto"
 ENGINES = (PYPDF, PDFIUM, AUTO)

@@ -107,7 +107,7 @@ class Chunker(Protocol):
     ``ParameterError`` (a ``ValueError`` naming the parameters) on invalid ones, so a bad
     config fails at graph-build time. A size parameter is called ``max_tokens`` when it is in
     tokens of ``token_counter`` and ``chunk_size`` or ``max_chars`` when it is in characters
-    (:mod:`transforms.chunking.fitting` reads a strategy's limit by these names). Every
+    (:mod:`chunkmill.chunking.fitting` reads a strategy's limit by these names). Every
     constructor accepts ``token_counter: TokenCounter = chars4``; a strategy whose limit is
     in tokens measures chunks with it (and, when it is ``chars4``, may work in characters,
     which is the same thing and faster). ``token_counter`` is not part of ``params()``."""
@@ -176,7 +176,7 @@ def make_chunker(name: str, **params: Any) -> Chunker:
 
 def _load_builtins() -> None:
     # Importing the strategy modules registers them; done lazily to avoid an import cycle.
-    from transforms.chunking import (  # noqa: F401
+    from chunkmill.chunking import (  # noqa: F401
         paragraph,
         paragraph_window,
         recursive,

@@ -11,7 +11,7 @@ the config's token counter:
    such a chunk: their size is in characters and a tokenizer may count more tokens than the
    size suggests (code, numbers, non-Latin scripts). A token-sized strategy (``paragraph``,
    ``section``) is never cut: the config keeps its ``max_tokens`` within
-   ``max_embed_tokens`` (:mod:`transforms.config` lowers the default, refuses a larger
+   ``max_embed_tokens`` (:mod:`chunkmill.config` lowers the default, refuses a larger
    value given). Cutting rather than refusing: a limit in tokens cannot be checked against
    a size in characters before the text is seen.
 2. **Merge.** A chunk of fewer than ``min_chunk_tokens`` tokens is joined to the previous
@@ -32,9 +32,9 @@ the config's token counter:
    recomputed for the chunks that result.
 
 The third limit, that the text with its context window fits ``max_embed_tokens``, is the
-context window's (:func:`transforms.chunking.context.fitted_context_windows`).
+context window's (:func:`chunkmill.chunking.context.fitted_context_windows`).
 
-The contract of :mod:`transforms.chunking.base` holds for the result: cutting and joining
+The contract of :mod:`chunkmill.chunking.base` holds for the result: cutting and joining
 keep chunks trimmed slices in document order with strictly increasing starts and ends, and
 no overlap larger than the strategy's. A piece cut from an overlapping chunk that lies inside
 the next chunk adds nothing and is dropped. A chunk never gets empty, so a single character
@@ -47,8 +47,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from transforms.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
-from transforms.chunking.paragraph import _pieces, _TokenSplit
+from chunkmill.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
+from chunkmill.chunking.paragraph import _pieces, _TokenSplit
 
 # How a strategy's size parameter is read: a limit in tokens of the token counter...
 TOKEN_LIMIT_PARAM = "max_tokens"

@@ -8,7 +8,7 @@ that cannot be loaded raises ``ValueError`` there, not on a worker) and pickled 
 where ``Chunking`` holds the live chunkers. Its errors are ``ParameterError`` s naming the
 parameters by their names here (``overlap_tokens``); the CLI names its flags instead.
 
-Every strategy is fitted to the embedder (:mod:`transforms.chunking.fitting`): no text handed
+Every strategy is fitted to the embedder (:mod:`chunkmill.chunking.fitting`): no text handed
 to it, a chunk with its context window, exceeds ``max_embed_tokens``, and chunks under
 ``min_chunk_tokens`` are merged into a neighbour. Both default per strategy (below) and are
 part of each strategy's ``params`` in the description, so of the fingerprint.
@@ -19,20 +19,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from transforms import ids
-from transforms.chunking import make_chunker
-from transforms.chunking.base import (
+from chunkmill import ids
+from chunkmill.chunking import make_chunker
+from chunkmill.chunking.base import (
     ParameterError,
     TokenCounter,
     available,
     check_int,
     strategy_parameters,
 )
-from transforms.chunking.context import ContextWindow, fitted_context_windows
-from transforms.chunking.fitting import TOKEN_LIMIT_PARAM, FittedChunker
-from transforms.chunking.recursive import separators_for
-from transforms.chunking.tokens import load_token_counter, model_window, token_counter_identity
-from transforms.isolation import Limits
+from chunkmill.chunking.context import ContextWindow, fitted_context_windows
+from chunkmill.chunking.fitting import TOKEN_LIMIT_PARAM, FittedChunker
+from chunkmill.chunking.recursive import separators_for
+from chunkmill.chunking.tokens import load_token_counter, model_window, token_counter_identity
+from chunkmill.isolation import Limits
 
 # Bumped whenever chunkmill's own processing (not a library's) would give different chunks
 # for the same bytes and parameters; a bump re-chunks every document on the next run.
@@ -125,7 +125,7 @@ class ChunkingConfig:
     model_window: int | None = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        from transforms.extract import EXTRACTOR_VERSION, PDF_ENGINES
+        from chunkmill.extract import EXTRACTOR_VERSION, PDF_ENGINES
 
         if self.pdf_engine not in PDF_ENGINES:
             raise ParameterError(
@@ -259,7 +259,7 @@ class Chunking:
 
     def _fitted(self, name: str, params: dict[str, Any]) -> FittedChunker:
         """Strategy ``name`` with ``params``, fitted to the embedding limit and the minimum
-        chunk size (:mod:`transforms.chunking.fitting`).
+        chunk size (:mod:`chunkmill.chunking.fitting`).
 
         A strategy whose limit is in tokens must keep its chunks within ``max_embed_tokens``
         by itself: without ``max_tokens`` given, its default is lowered to that limit; a

@@ -1,0 +1,137 @@
+"""The package's shape: one import name, rooms that keep to their rule, nothing that shadows
+the standard library, and a wheel that installs ``chunkmill`` alone."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# The pure core: every module of chunkmill/ itself (transforms and pipeline are links).
+PURE = sorted(
+    p
+    for p in (ROOT / "chunkmill").rglob("*.py")
+    if p.relative_to(ROOT / "chunkmill").parts[0] not in ("transforms", "pipeline")
+    and p.name != "__main__.py"  # the command's entry point: ``python -m chunkmill``
+)
+SOURCES = sorted(
+    p
+    for folder in (
+        "chunkmill",
+        "pipeline",
+        "transforms",
+        "tests",
+        "benchmarks",
+        "deploy",
+        "scripts",
+    )
+    for p in (ROOT / folder).rglob("*.py")
+    if "sample_corpus" not in p.parts
+    and not (
+        folder == "chunkmill"
+        and p.relative_to(ROOT / folder).parts[0] in ("transforms", "pipeline")
+    )
+)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module name an import statement in ``path`` names (relative ones excluded)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_rooms_are_where_the_rules_look():
+    assert len(PURE) > 20
+    assert ROOT / "chunkmill" / "document.py" in PURE
+    assert ROOT / "transforms" / "core.py" in SOURCES
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_imports_the_folders_by_their_repository_names(path: Path):
+    # In the repository pipeline/ and transforms/ are importable at the top too; a module
+    # imported by that name would be a second copy of the installed one.
+    wrong = sorted(n for n in imported(path) if n.split(".")[0] in ("pipeline", "transforms"))
+    assert wrong == []
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_pure_core_imports_no_beam(path: Path):
+    beam = sorted(
+        n
+        for n in imported(path)
+        if n.split(".")[0] == "apache_beam"
+        or n.startswith(("chunkmill.transforms", "chunkmill.pipeline"))
+    )
+    assert beam == []
+
+
+def test_importing_the_pure_core_loads_no_beam():
+    modules = [
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in PURE
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('apache_beam')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_module_is_named_after_one_of_the_standard_library():
+    names = {
+        p.stem
+        for folder in ("chunkmill", "pipeline", "transforms")
+        for p in (ROOT / folder).rglob("*.py")
+    }
+    names |= {
+        p.name
+        for folder in ("chunkmill", "pipeline", "transforms")
+        for p in (ROOT / folder).rglob("*")
+        if p.is_dir() and "sample_corpus" not in p.parts
+    }
+    assert sorted(names & set(sys.stdlib_module_names)) == []
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_chunkmill_alone_with_the_sample_corpus(tmp_path: Path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("chunkmill-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"chunkmill"}
+    corpus = ROOT / "pipeline" / "sample_corpus"
+    shipped = {
+        n.removeprefix("chunkmill/pipeline/sample_corpus/") for n in names if "/sample_corpus/" in n
+    }
+    expected = {
+        str(p.relative_to(corpus))
+        for p in corpus.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert shipped == expected
+    assert "chunkmill/transforms/core.py" in names and "chunkmill/document.py" in names
