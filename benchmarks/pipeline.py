@@ -6,7 +6,7 @@
 Four measurements on a mixed-format corpus (:mod:`benchmarks.mixed_corpus`: Markdown, prose,
 code, PDFs), each printed as a table, then one PASS/FAIL/SKIP line per floor of the issue:
 
-1. **Throughput**: documents/s and MB/s of the whole pipeline (``python -m pipeline run`` in
+1. **Throughput**: documents/s and MB/s of the whole pipeline (``python -m chunkmill run`` in
    a subprocess: start-up, listing, reading, extraction, chunking, hashing, the diff, Parquet,
    the run report), against the floor of the same per-document work in a plain
    single-process loop (:mod:`benchmarks.plain_loop`) on the same corpus, in the same run,
@@ -139,7 +139,7 @@ def chunkmill_cmd(corpus: str, output: str, beam_args: Sequence[str], *, prior: 
     return [
         sys.executable,
         "-m",
-        "pipeline",
+        "chunkmill",
         "run",
         "--input",
         os.path.join(corpus, "**"),

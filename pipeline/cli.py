@@ -1,4 +1,4 @@
-"""``chunkmill`` (and ``python -m pipeline``): ``run`` parses, validates, builds, runs and
+"""``chunkmill`` (and ``python -m chunkmill``): ``run`` parses, validates, builds, runs and
 summarises; ``report`` summarises a finished run as an HTML page.
 
 Beam, pyarrow and the parsers take a second or more to import, so this module imports them
