@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench bench-pipeline install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline bench-peers install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,15 @@ bench: install
 bench-pipeline: install
 	$(PIP) install -e '.[bench]'
 	$(BIN)/python -m benchmarks.pipeline $(BENCH_ARGS)
+
+# chunkmill against Beam's own RAG chunking (apache_beam.ml.rag), which needs LangChain below
+# 1.0 and so an environment of its own (.venv-peers).
+.venv-peers/bin/python: | $(BIN)/python
+	$(BIN)/python -m benchmarks.peers --setup --venv .venv-peers
+
+bench-peers: install .venv-peers/bin/python
+	$(PIP) install -e '.[bench]'
+	$(BIN)/python -m benchmarks.peers --venv .venv-peers $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 ``WriteToParquet``, done by pyarrow in C++ a batch at a time instead of column by column in
 Python for every row.
 
-Profiled on a first run (benchmarks/profile.py), Beam's ``_RowDictionariesToArrowTable`` plus
+Profiled on a first run (benchmarks/profiling.py), Beam's ``_RowDictionariesToArrowTable`` plus
 the projection step before it took about a tenth of the whole pipeline's CPU: a Python loop
 over every field of every row. ``pa.RecordBatch.from_pylist`` does the same conversion
 natively. Batches and tables are cut exactly where Beam cuts them (``record_batch_size``

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from benchmarks import pipeline, profile
+from benchmarks import pipeline, profiling
 
 
 @pytest.mark.slow
@@ -58,7 +58,7 @@ def test_profile_charges_samples_to_the_innermost_known_stage():
         "<module> (chunkmill/__main__.py:3);<module> (apache_beam/io/iobase.py:1) 2",
         "_bootstrap (threading.py:995);_serve (grpc/_server.py:1) 1",
     ]
-    summary = "\n".join(profile.summarise(raw))
+    summary = "\n".join(profiling.summarise(raw))
     assert "14 samples" in summary
     assert "| ProcessDocuments: extraction | 42.9% |" in summary
     assert "| ProcessDocuments: chunking | 7.1% |" in summary

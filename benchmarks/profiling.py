@@ -1,9 +1,9 @@
 """Where a ``chunkmill run`` spends its CPU: a py-spy profile summarised per Beam stage and per
 function.
 
-    python -m benchmarks.profile --docs 5000      # generates the mixed corpus, then profiles
-    python -m benchmarks.profile --corpus DIR     # an existing corpus
-    python -m benchmarks.profile --raw FILE       # summarise an earlier ``py-spy record -f raw``
+    python -m benchmarks.profiling --docs 5000      # generates the mixed corpus, then profiles
+    python -m benchmarks.profiling --corpus DIR     # an existing corpus
+    python -m benchmarks.profiling --raw FILE       # summarise an earlier ``py-spy record -f raw``
 
 py-spy samples the running process from outside (50 samples/s, on-CPU samples only), so the
 pipeline runs at full speed; a tracing profiler (cProfile, and to a lesser degree
@@ -121,7 +121,7 @@ def record(corpus: str, raw: str, beam_args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profiling", description=__doc__)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--docs", type=int, default=5_000, help="generate a corpus this size")
     source.add_argument("--corpus", help="profile a run over this corpus directory")

@@ -1,0 +1,206 @@
+"""chunkmill against Beam's own RAG chunking (``apache_beam.ml.rag``), side by side on one machine.
+
+Both run on Beam's FnApiRunner in their own process with one worker, over the same synthetic
+Markdown corpus (``benchmarks.corpus``), in interleaved rounds (the order alternates each
+round, so drift in the machine's speed falls on both alike); each figure is the best of the
+rounds. chunkmill runs ``--strategy paragraph`` at its defaults (700 tokens, 80 of overlap);
+the contender (``benchmarks/peers_mlrag.py``) splits with LangChain's recursive splitter at
+the same sizes in characters and writes its chunks to Parquet. The contender does less (no
+hashes, no diff against a prior run, one table), which is what the ratios are measured
+against.
+
+Figures: the first run's wall time; a one-document run (the fixed cost of a run: start-up,
+imports, pipeline construction, teardown); the peak RSS of a first run, summed over the
+process tree; and chunkmill's 1%-edited re-run, as a share of the first run's variable cost
+(wall time less the fixed cost).
+
+    python -m benchmarks.peers --setup          # the contender's environment (once)
+    python -m benchmarks.peers [--docs 7000] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import corpus as md
+from benchmarks.pipeline import Measurement, measure
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS_VENV = ROOT / ".venv-peers"
+CONTENDER = Path(__file__).with_name("peers_mlrag.py")
+ONE_WORKER = ("--direct_num_workers=1", "--direct_running_mode=in_memory")
+
+# The goals, as ratios of figures measured in the same run.
+GOAL_WALL = 1.0  # first run: at most ml.rag's wall time
+GOAL_FIXED_S = 0.5  # one-document run: at most ml.rag's plus this
+GOAL_RSS = 1.5  # peak RSS of a first run: at most this times ml.rag's
+GOAL_RERUN = 0.15  # 1%-edited re-run: fixed cost plus at most this share of the variable cost
+
+
+def setup(venv: Path) -> None:
+    """The contender's environment: Beam at chunkmill's version and LangChain below 1.0."""
+    from importlib import metadata
+
+    beam = metadata.version("apache-beam")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", f"apache-beam=={beam}", "langchain<1", "pyarrow"], check=True)
+
+
+def write_corpus(path: Path, n_docs: int) -> int:
+    """``n_docs`` Markdown documents under ``path``; returns their bytes."""
+    path.mkdir(parents=True)
+    total = 0
+    for name, text in md.iter_documents(n_docs):
+        data = text.encode()
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(data)
+        total += len(data)
+    return total
+
+
+def edit_one_percent(path: Path) -> int:
+    """Appends a paragraph to every hundredth document; returns how many were edited."""
+    edited = sorted(path.rglob("*.md"))[::100]
+    for i, doc in enumerate(edited):
+        with open(doc, "a", encoding="utf-8") as f:
+            f.write(f"\n\nA paragraph added by edit {i}, so this document changes.\n")
+    return len(edited)
+
+
+def chunkmill(corpus: Path, output: Path, prior: str = "none") -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "chunkmill",
+        "run",
+        "--input",
+        f"{corpus}/**",
+        "--output",
+        str(output),
+        "--strategy",
+        "paragraph",
+        "--prior-manifest",
+        prior,
+        *ONE_WORKER,
+    ]
+
+
+def contender(python: Path, corpus: Path, output: Path) -> list[str]:
+    return [str(python), str(CONTENDER), "--input", f"{corpus}/**", "--output", str(output)]
+
+
+@dataclass
+class Figures:
+    first: list[Measurement]
+    one: list[Measurement]
+
+    @property
+    def wall(self) -> float:
+        return min(m.wall_s for m in self.first)
+
+    @property
+    def fixed(self) -> float:
+        return min(m.wall_s for m in self.one)
+
+    @property
+    def rss(self) -> int:
+        return min(m.peak_rss for m in self.first)
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def table(ours: Figures, theirs: Figures, rerun: float, corpus_mb: float, edited: int) -> list[str]:
+    """The peers table, one row per goal, with whether it is met."""
+    ours_var = max(ours.wall - ours.fixed, 1e-9)
+    share = (rerun - ours.fixed) / ours_var
+    rows = [
+        "| figure (best of the rounds) | chunkmill | Beam ml.rag | ratio | goal | met |",
+        "|---|---:|---:|---:|---|:-:|",
+        f"| first run, wall | {ours.wall:.1f} s | {theirs.wall:.1f} s "
+        f"| {ours.wall / theirs.wall:.2f}x | ≤ {GOAL_WALL:.1f}x "
+        f"| {'yes' if ours.wall <= GOAL_WALL * theirs.wall else 'no'} |",
+        f"| one document (the fixed cost of a run) | {ours.fixed:.1f} s | {theirs.fixed:.1f} s "
+        f"| {ours.fixed - theirs.fixed:+.1f} s | ≤ +{GOAL_FIXED_S:.1f} s "
+        f"| {'yes' if ours.fixed <= theirs.fixed + GOAL_FIXED_S else 'no'} |",
+        f"| peak RSS of a first run | {ours.rss / 2**20:.0f} MB | {theirs.rss / 2**20:.0f} MB "
+        f"| {ours.rss / theirs.rss:.2f}x | ≤ {GOAL_RSS:.1f}x "
+        f"| {'yes' if ours.rss <= GOAL_RSS * theirs.rss else 'no'} |",
+        f"| peak RSS per MB of corpus | {ours.rss / 2**20 / corpus_mb:.1f} "
+        f"| {theirs.rss / 2**20 / corpus_mb:.1f} | | | |",
+        f"| 1%-edited re-run ({edited} documents): wall | {rerun:.1f} s | (no incremental mode) "
+        "| | | |",
+        f"| 1%-edited re-run: share of the first run's variable cost | {share:.0%} | | "
+        f"| ≤ {GOAL_RERUN:.0%} | {'yes' if share <= GOAL_RERUN else 'no'} |",
+    ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--setup", action="store_true", help="build the contender's venv, exit")
+    parser.add_argument("--docs", type=int, default=7000, help="documents in the corpus")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best of)")
+    parser.add_argument("--venv", type=Path, default=PEERS_VENV, help="the contender's venv")
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a temp folder")
+    args = parser.parse_args(argv)
+    if args.setup:
+        setup(args.venv)
+        return 0
+    python = args.venv / "bin" / "python"
+    if not python.exists():
+        parser.error(f"no contender environment at {args.venv}: run with --setup first")
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="peers-"))
+    full, one = work / "corpus", work / "corpus-1"
+    n_bytes = write_corpus(full, args.docs)
+    write_corpus(one, 1)
+    corpus_mb = n_bytes / 2**20
+    _log(f"corpus: {args.docs} documents, {corpus_mb:.1f} MB of Markdown in {full}")
+    ours, theirs = Figures([], []), Figures([], [])
+    for r in range(args.rounds):
+        contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, None)]
+        if r % 2:
+            contenders.reverse()
+        for name, figures, _ in contenders:
+            for docs, runs in ((full, figures.first), (one, figures.one)):
+                out = _fresh(work / f"out-{name}")
+                cmd = chunkmill(docs, out) if name == "chunkmill" else contender(python, docs, out)
+                m = measure(cmd)
+                runs.append(m)
+                _log(
+                    f"round {r + 1}: {name} on {docs.name}: {m.wall_s:.1f} s wall, "
+                    f"{m.peak_rss / 2**20:.0f} MB peak RSS"
+                )
+    # chunkmill's re-run after 1% of the documents changed, against its last full run.
+    base = _fresh(work / "out-rerun")
+    measure(chunkmill(full, base))
+    edited = edit_one_percent(full)
+    reruns = []
+    for r in range(args.rounds):
+        out = work / f"out-rerun-{r}"
+        shutil.copytree(base, _fresh(out))
+        reruns.append(measure(chunkmill(full, out, prior="auto")).wall_s)
+        _log(f"round {r + 1}: chunkmill re-run after {edited} edits: {reruns[-1]:.1f} s wall")
+    print("\n".join(table(ours, theirs, min(reruns), corpus_mb, edited)))
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
