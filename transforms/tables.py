@@ -171,10 +171,10 @@ class WriteTables(beam.PTransform):
     each) under the run's prefix; returns the written file names (one PCollection, all
     tables).
 
-    One DoFn writes every table (a file per table per bundle, in a temporary folder of the
-    run), and one step after it names the files ``TABLE/part-SSSSS-of-NNNNN.parquet`` and
-    removes the temporary folder: the few stages of a run's fixed cost, where a Beam file
-    sink per table costs a dozen transforms each. A table with no rows gets one empty file,
+    A DoFn per table writes a file per bundle in a temporary folder of the run, and one
+    step after them names the files ``TABLE/part-SSSSS-of-NNNNN.parquet`` and removes the
+    temporary folder: a few transforms where a Beam file sink per table costs a dozen each,
+    which shows in the fixed cost of every run. A table with no rows gets one empty file,
     so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
     """
 
@@ -186,17 +186,16 @@ class WriteTables(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         temp = FileSystems.join(run_dir(self._output, self._run_id), f".temp-{uuid.uuid4().hex}")
         final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
+        written = [
+            tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
+            for name in schema.TABLES
+        ]
         return (
-            tuple(tables[name] for name in schema.TABLES)
-            | "AllTables" >> beam.Flatten()
-            | "WriteFiles" >> beam.ParDo(_WriteTableFiles(temp))
+            tuple(written)
+            | "AllFiles" >> beam.Flatten()
             | "Together" >> beam.combiners.ToList()
             | "NameFiles" >> beam.FlatMap(name_table_files, temp=temp, final=final)
         )
-
-
-# Which table an Arrow table is a part of, by its columns (each table's are unique).
-_TABLE_BY_COLUMNS = {tuple(s.names): name for name, s in schema.TABLES.items()}
 
 
 class TableFile:
@@ -229,28 +228,29 @@ class TableFile:
 
 
 class _WriteTableFiles(beam.DoFn):
-    """Writes the Arrow tables of a bundle, one file per table, under ``temp``; yields
-    ``(table, temporary path)`` for each file when the bundle ends. A retried bundle's files
-    are never named: only the committed attempt's output reaches ``name_table_files``."""
+    """Writes the Arrow tables of a bundle of table ``name`` to one file under ``temp``;
+    yields ``(name, temporary path)`` when the bundle ends. A retried bundle's file is never
+    named: only the committed attempt's output reaches ``name_table_files``."""
 
-    def __init__(self, temp: str) -> None:
+    def __init__(self, name: str, temp: str) -> None:
+        self._name = name
+        self._schema = schema.TABLES[name]
         self._temp = temp
 
     def start_bundle(self) -> None:
-        self._files: dict[str, TableFile] = {}
+        self._file: TableFile | None = None
 
     def process(self, table: pa.Table) -> None:
-        name = _TABLE_BY_COLUMNS[tuple(table.schema.names)]
-        if name not in self._files:
-            path = FileSystems.join(self._temp, f"{name}-{uuid.uuid4().hex}.parquet")
-            self._files[name] = TableFile(path, schema.TABLES[name])
-        self._files[name].write(table)
+        if self._file is None:
+            path = FileSystems.join(self._temp, f"{self._name}-{uuid.uuid4().hex}.parquet")
+            self._file = TableFile(path, self._schema)
+        self._file.write(table)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        for name, file in sorted(self._files.items()):
-            file.close()
-            yield GlobalWindows.windowed_value((name, file.path))
-        self._files = {}
+        if self._file is not None:
+            self._file.close()
+            yield GlobalWindows.windowed_value((self._name, self._file.path))
+        self._file = None
 
 
 def name_table_files(
