@@ -323,7 +323,7 @@ def _address_space() -> int:
 def _warm_up() -> None:
     """Imports the parsers before the memory limit is set, so the budget is what one
     document may use, not what loading libpdfium or lxml costs."""
-    for module in ("pypdfium2", "bs4", "lxml.etree", "docx", "charset_normalizer"):
+    for module in ("pypdf", "pypdfium2", "bs4", "lxml.etree", "docx", "charset_normalizer"):
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io import filebasedsink, parquetio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
 from chunkmill.items import PriorError
@@ -116,36 +118,6 @@ class ReadManifest(beam.PTransform):
         )
 
 
-class _ChecksummedParquetSink(parquetio._ParquetSink):
-    """Beam's Parquet sink, writing a CRC32 checksum into every page header so that a reader
-    verifying them (``page_checksum_verification``) finds flipped bytes instead of passing
-    them on. Beam 2.77's ``WriteToParquetBatched`` has no way to pass writer properties, and
-    its sink builds the ``pq.ParquetWriter`` in ``open``: this ``open`` is Beam's with the
-    one more property, so schema, metadata and row groups are written exactly as before."""
-
-    def open(self, temp_path: str) -> pq.ParquetWriter:
-        self._file_handle = filebasedsink.FileBasedSink.open(self, temp_path)
-        return pq.ParquetWriter(
-            self._file_handle,
-            self._schema,
-            compression=self._codec,
-            use_deprecated_int96_timestamps=self._use_deprecated_int96_timestamps,
-            use_compliant_nested_type=self._use_compliant_nested_type,
-            write_page_checksum=True,
-        )
-
-
-class WriteChecksummedParquet(beam.io.WriteToParquetBatched):
-    """``WriteToParquetBatched`` (``pa.Table`` elements, one row group each) whose files carry
-    page checksums (``_ChecksummedParquetSink``); the same arguments."""
-
-    def __init__(self, file_path_prefix: str, schema: pa.Schema, **kwargs: Any) -> None:
-        super().__init__(file_path_prefix, schema, **kwargs)
-        # The sink Beam's constructor built, turned into the subclass (which adds no state):
-        # every argument keeps Beam's own handling and defaults.
-        self._sink.__class__ = _ChecksummedParquetSink
-
-
 def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
     """``(doc_id, PriorError)`` for every row of one errors/ file of a prior run. Columns a
     file written before they existed lacks are null (such a failure is always tried again).
@@ -195,8 +167,16 @@ class ReadPriorErrors(beam.PTransform):
 
 
 class WriteTables(beam.PTransform):
-    """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements) under the run's
-    prefix; returns the written file names (one PCollection, all tables)."""
+    """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements, one row group
+    each) under the run's prefix; returns the written file names (one PCollection, all
+    tables).
+
+    A DoFn per table writes a file per bundle in a temporary folder of the run, and one
+    step after them names the files ``TABLE/part-SSSSS-of-NNNNN.parquet`` and removes the
+    temporary folder: a few transforms where a Beam file sink per table costs a dozen each,
+    which shows in the fixed cost of every run. A table with no rows gets one empty file,
+    so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
+    """
 
     def __init__(self, output: str, run_id: str) -> None:
         super().__init__()
@@ -204,19 +184,105 @@ class WriteTables(beam.PTransform):
         self._run_id = run_id
 
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
-        written = []
-        for name, table_schema in schema.TABLES.items():
-            # Each element is an Arrow table of ``table_schema``: one row group.
-            written.append(
-                tables[name]
-                | f"Write{name.title()}"
-                >> WriteChecksummedParquet(
-                    FileSystems.join(table_dir(self._output, self._run_id, name), "part"),
-                    table_schema,
-                    file_name_suffix=".parquet",
-                )
-            )
-        return tuple(written) | "AllWritten" >> beam.Flatten()
+        temp = FileSystems.join(run_dir(self._output, self._run_id), f".temp-{uuid.uuid4().hex}")
+        final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
+        written = [
+            tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
+            for name in schema.TABLES
+        ]
+        return (
+            tuple(written)
+            | "AllFiles" >> beam.Flatten()
+            | "Together" >> beam.combiners.ToList()
+            | "NameFiles" >> beam.FlatMap(name_table_files, temp=temp, final=final)
+        )
+
+
+class TableFile:
+    """A Parquet file being written to ``path`` (any FileSystems path), with page
+    checksums: the settings of Beam's Parquet sink (no compression) plus the checksums."""
+
+    def __init__(self, path: str, table_schema: pa.Schema) -> None:
+        self.path = path
+        self._handle = FileSystems.create(
+            path, mime_type="application/x-parquet", compression_type=CompressionTypes.UNCOMPRESSED
+        )
+        # Beam's own settings (no compression; lists written as Arrow names them), so the
+        # files are those Beam's sink writes, plus the checksums.
+        self._writer = pq.ParquetWriter(
+            self._handle,
+            table_schema,
+            compression="none",
+            use_deprecated_int96_timestamps=False,
+            use_compliant_nested_type=False,
+            write_page_checksum=True,
+        )
+
+    def write(self, table: pa.Table) -> None:
+        """``table`` as one row group (or more, past Arrow's row-group size)."""
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        self._writer.close()
+        self._handle.close()
+
+
+class _WriteTableFiles(beam.DoFn):
+    """Writes the Arrow tables of a bundle of table ``name`` to one file under ``temp``;
+    yields ``(name, temporary path)`` when the bundle ends. A retried bundle's file is never
+    named: only the committed attempt's output reaches ``name_table_files``."""
+
+    def __init__(self, name: str, temp: str) -> None:
+        self._name = name
+        self._schema = schema.TABLES[name]
+        self._temp = temp
+
+    def start_bundle(self) -> None:
+        self._file: TableFile | None = None
+
+    def process(self, table: pa.Table) -> None:
+        if self._file is None:
+            path = FileSystems.join(self._temp, f"{self._name}-{uuid.uuid4().hex}.parquet")
+            self._file = TableFile(path, self._schema)
+        self._file.write(table)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if self._file is not None:
+            self._file.close()
+            yield GlobalWindows.windowed_value((self._name, self._file.path))
+        self._file = None
+
+
+def name_table_files(
+    files: list[tuple[str, str]], *, temp: str, final: dict[str, str]
+) -> Iterator[str]:
+    """Moves each table's temporary files to ``TABLE/part-SSSSS-of-NNNNN.parquet`` (in
+    temporary-name order), writes one empty file for a table that has none, removes the
+    temporary folder and yields every final path. Safe to retry: a file already moved is
+    not moved again."""
+    by_table: dict[str, list[str]] = {name: [] for name in final}
+    for name, path in files:
+        by_table[name].append(path)
+    for name, paths in by_table.items():
+        if not paths:
+            empty = FileSystems.join(final[name], "part-00000-of-00001.parquet")
+            if not FileSystems.exists(empty):
+                TableFile(empty, schema.TABLES[name]).close()
+            yield empty
+            continue
+        paths.sort()
+        targets = [
+            FileSystems.join(final[name], f"part-{i:05d}-of-{len(paths):05d}.parquet")
+            for i in range(len(paths))
+        ]
+        moving = [(s, t) for s, t in zip(paths, targets, strict=True) if FileSystems.exists(s)]
+        if moving and not FileSystems.exists(final[name]):
+            FileSystems.mkdirs(final[name])  # a local folder; nothing on object stores
+        if moving:
+            FileSystems.rename([s for s, _ in moving], [t for _, t in moving])
+        yield from targets
+    if FileSystems.exists(temp):
+        FileSystems.delete([temp])
 
 
 def write_text(path: str, text: str) -> None:

@@ -7,13 +7,13 @@ import io
 import logging
 import re
 import unicodedata
-from typing import Any
-
-import pypdf
-from pypdf.errors import DependencyError, FileNotDecryptedError
+from typing import TYPE_CHECKING, Any
 
 from chunkmill.extract import cleanup
 from chunkmill.extract.base import Extracted, ExtractionError, clean_text
+
+if TYPE_CHECKING:
+    import pypdf
 
 PYPDF, PDFIUM, AUTO = "pypdf", "pdfium", "auto"
 ENGINES = (PYPDF, PDFIUM, AUTO)
@@ -162,6 +162,11 @@ def _check_pages(count: int, max_pages: int | None) -> None:
 
 
 def _pypdf_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
+    # Imported here, like pypdfium2: a process that never opens a PDF (the Beam worker, whose
+    # PDFs go to the parser child) does not pay for it at start-up.
+    import pypdf
+    from pypdf.errors import DependencyError, FileNotDecryptedError
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:

@@ -147,17 +147,40 @@ def test_refusal_line_survives_pickling_and_wrapping():
         assert refusal_line(wrapped) == "a b c"
 
 
-def _write_with(transform, table: pa.Table, prefix: str) -> Path:
+def _write_with_beam(table: pa.Table, prefix: str) -> Path:
     with TestPipeline(runner="FnApiRunner") as p:
-        _ = p | beam.Create([table]) | transform(prefix, schema.MANIFEST, shard_name_template="")
+        _ = (
+            p
+            | beam.Create([table])
+            | beam.io.WriteToParquetBatched(prefix, schema.MANIFEST, shard_name_template="")
+        )
     return Path(prefix)
+
+
+def _write_tables(manifest: pa.Table, output: Path) -> dict[str, list[Path]]:
+    """Every table of a run written by ``WriteTables``: ``manifest`` in the manifest table,
+    no rows in the others; each table's files by name."""
+    with TestPipeline(runner="FnApiRunner") as p:
+        inputs = {
+            name: p | f"Rows{name}" >> beam.Create([manifest] if name == "manifest" else [])
+            for name in schema.TABLES
+        }
+        _ = inputs | tables.WriteTables(str(output), "r1")
+    run = output / "runs" / "r1"
+    assert sorted(f.name for f in run.iterdir()) == sorted(schema.TABLES)  # no temporary folder
+    return {name: sorted((run / name).iterdir()) for name in schema.TABLES}
 
 
 def test_tables_are_written_with_page_checksums_and_otherwise_as_beam_writes_them(tmp_path):
     rows = hand_rows(50)
     table = pa.Table.from_pylist(rows, schema=schema.MANIFEST)
-    ours = _write_with(tables.WriteChecksummedParquet, table, str(tmp_path / "ours.parquet"))
-    beams = _write_with(beam.io.WriteToParquetBatched, table, str(tmp_path / "beam.parquet"))
+    written = _write_tables(table, tmp_path / "out")
+    (ours,) = written["manifest"]
+    assert ours.name == "part-00000-of-00001.parquet"
+    for name, files in written.items():  # an empty table still has a file, with its schema
+        assert len(files) == 1
+        assert pq.ParquetFile(files[0]).schema_arrow.equals(schema.TABLES[name])
+    beams = _write_with_beam(table, str(tmp_path / "beam.parquet"))
     a, b = pq.ParquetFile(ours), pq.ParquetFile(beams)
     assert a.schema_arrow.equals(b.schema_arrow, check_metadata=True)
     assert a.schema_arrow.metadata == b.schema_arrow.metadata  # schema version, writer
