@@ -1,0 +1,95 @@
+"""The Python API: chunkmill's extraction and chunking on one text or file, for notebooks and
+other programs, through the very code a pipeline run uses for each document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chunkmill import ids
+from chunkmill.config import AUTO, Chunking, ChunkingConfig
+from chunkmill.document import PROCESSED, chunk_extracted
+from chunkmill.extract import Extracted, ExtractionError, extract
+from chunkmill.items import WorkItem
+
+__all__ = ["Chunk", "Extracted", "ExtractionError", "chunk_text", "extract_text"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk, as a row of a run's ``chunks/`` table describes it.
+
+    ``text`` is ``source[start:end]`` of the text chunked; ``token_count`` counts the tokens
+    of what the embedder receives (``text_with_context`` when a context window is configured,
+    else ``text``), and ``chunk_hash`` is the SHA-256 of exactly that. ``section_path`` is
+    the heading path (outermost first) where the strategy or a PDF's bookmarks know one;
+    pages are 1-based and only known for PDFs.
+    """
+
+    text: str
+    start: int
+    end: int
+    token_count: int
+    chunk_hash: str
+    section_path: tuple[str, ...] | None = None
+    page_start: int | None = None
+    page_end: int | None = None
+    text_with_context: str | None = None
+
+
+def extract_text(
+    data: bytes, name: str, *, pdf_engine: str = "pypdf", max_pdf_pages: int | None = None
+) -> Extracted:
+    """The text of a document's bytes, as a run extracts it (format by ``name``'s extension
+    and content, decoding, clean-up); raises ``ExtractionError`` (with a ``reason``) for a
+    document a run would record in ``errors/``. Runs in this process, without the time and
+    memory budgets a run puts around parsers."""
+    return extract(name, data, pdf_engine=pdf_engine, max_pdf_pages=max_pdf_pages)
+
+
+def chunk_text(
+    text: str | Extracted,
+    strategy: str = AUTO,
+    *,
+    name: str = "text.md",
+    tokenizer: str = "chars4",
+    **parameters: Any,
+) -> list[Chunk]:
+    """The chunks a run makes of ``text`` with ``strategy`` and its ``parameters`` (those of
+    ``chunkmill run``'s ``--strategy`` and ``--param``, e.g. ``max_tokens=400``, plus
+    ``context_prev_chars``, ``context_next_chars``, ``max_embed_tokens`` and
+    ``min_chunk_tokens``). ``text`` is text, or what ``extract_text`` returned (pages and
+    bookmarks are then kept). ``name`` decides the format of a plain string, as a file name
+    does in a run (``.md`` is Markdown; ``auto`` picks the strategy by format). Raises
+    ``ValueError`` for an unknown strategy or a bad parameter, naming it."""
+    if isinstance(text, Extracted):
+        doc = text
+    else:
+        try:
+            doc = extract(name, text.encode("utf-8"))
+        except ExtractionError as e:
+            if e.reason == "empty":  # whitespace only: no chunk, as in a run (no rows)
+                return []
+            raise
+    chunking = Chunking(ChunkingConfig.create(strategy, tokenizer=tokenizer, **parameters))
+    item = WorkItem(doc_id=ids.doc_id(name), uri=name, size_bytes=len(doc.text))
+    outcome = chunk_extracted(item, doc, ids.sha256_hex(doc.text.encode("utf-8")), chunking)
+    if outcome.status != PROCESSED:
+        error = outcome.error or {}
+        if error.get("reason") == "empty":  # whitespace only: no chunk
+            return []
+        raise RuntimeError(f"{error.get('reason')}: {error.get('message')}")
+    return [
+        Chunk(
+            text=row["text"],
+            start=row["char_start"],
+            end=row["char_end"],
+            token_count=row["token_count"],
+            chunk_hash=row["chunk_hash"],
+            section_path=None if row["section_path"] is None else tuple(row["section_path"]),
+            page_start=row["page_start"],
+            page_end=row["page_end"],
+            text_with_context=row["text_with_context"],
+        )
+        for row in outcome.occurrences
+    ]
