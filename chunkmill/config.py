@@ -56,7 +56,7 @@ AUTO_STRATEGIES: dict[str, str] = {
     "jsonl": "paragraph",
     "csv": "paragraph",
 }
-# chunking-context-window-api.md turns the window on for its paragraph strategy, with
+# The paragraph-window strategy turns the window on for the paragraph strategy, with
 # 500 characters before and 300 after; every other strategy has it off unless asked.
 DEFAULT_CONTEXT: dict[str, tuple[int, int]] = {"paragraph-window": (500, 300)}
 

@@ -1,6 +1,6 @@
 """Per-document work as a pure function: bytes and prior manifest rows in, rows out.
 
-``process_document`` decides one of three fates for a listed document (DESIGN.md rule 5):
+``process_document`` decides one of three fates for a listed document (docs/design.md):
 
 * ``carried_over`` — bytes and chunking config are unchanged since the prior run: its prior
   manifest rows carry over and it is not extracted;

@@ -1,5 +1,5 @@
 """Deterministic identifiers and hashes. Nothing here is random: Beam retries bundles, and a
-re-run on the same input must produce the same ids (DESIGN.md, output contract)."""
+re-run on the same input must produce the same ids (docs/design.md, the output contract)."""
 
 from __future__ import annotations
 

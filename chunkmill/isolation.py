@@ -46,7 +46,7 @@ _STARTUP_SECONDS = 120.0
 
 _HEADER = struct.Struct(">Q")
 
-# The only variables a parser child inherits (DESIGN rule: untrusted parsers run with a
+# The only variables a parser child inherits (untrusted parsers run with a
 # minimal environment): what the interpreter and C libraries need to start and to decode
 # text. Credentials (AWS_*, GOOGLE_APPLICATION_CREDENTIALS, tokens...) never reach code that
 # parses hostile files. LD_LIBRARY_PATH: some Python installs cannot start without it.

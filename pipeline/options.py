@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tokenizer",
         default="chars4",
         metavar="chars4|whitespace|all-minilm-l6-v2|PATH",
-        help="token counter: chars4 (characters / 4, ADR-0006), whitespace (words), "
+        help="token counter: chars4 (characters / 4), whitespace (words), "
         "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
     )
     _add_extraction_flags(run)
@@ -526,7 +526,7 @@ def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
 
 def _not_parsed_by_beam(flags: Sequence[str]) -> list[str]:
     """What Beam's own option parser leaves over: unknown flags, and arguments that are not
-    the value of a flag (``--runner X`` takes ``X``; a bare ``docs/b.md`` is left over)."""
+    the value of a flag (``--runner X`` takes ``X``; a bare ``notes/b.md`` is left over)."""
     from chunkmill.pipeline.usage import beam_parser
 
     try:

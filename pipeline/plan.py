@@ -1,46 +1,11 @@
 """``chunkmill plan``: what tonight's run would do, before it runs.
 
-It lists the inputs exactly as ``run`` does (the same patterns, the output prefix left out, an
-object matched twice counted once), compares the listing with the prior manifest from listing
-metadata alone, and estimates what would go to the embedder. It writes nothing, and reads no
-document but a small sample of those to read of a format whose text per byte no default can
-tell (``SAMPLED_FORMATS``: PDF) when the prior manifest teaches no rate of it.
-
-A listed document is
-
-* **unchanged** when every prior row of it carries the listing's ``source_version`` (the
-  store's generation or ETag, else size and modification time) and the current config
-  fingerprint: ``run`` carries it over unread (the rule of
-  ``chunkmill.document.is_unchanged_by_listing``);
-* **failed before** when the prior run's errors/ table has it failed at this very listing
-  version under the same attempt key (config, limits, parser versions), for a reason that is
-  not transient: ``run`` repeats its errors row without reading it
-  (``chunkmill.document.is_known_failure``; ``--retry-failed`` reads it: the plan then
-  sees no prior errors either);
-* **new** when the prior manifest has no row for its ``doc_id``;
-* **changed** otherwise: ``run`` reads it (a file touched without an edit is read, found
-  identical by SHA-256 and carried over, so "changed" is what will be *read*).
-
-A prior document no longer listed is **removed**. So ``new + changed`` is exactly the number of
-documents ``run`` reads (its ``docs_read``).
-
-The estimate is of tokens to *embed*. A new document, or one whose prior rows were made with
-another config, is priced by the rate of its format (tokens and chunks per byte of file,
-learnt from the prior manifest's documents of that ``doc_format`` made with the current
-config, else, for a PDF, measured on a sample of the PDFs to read (``SAMPLE_DOCUMENTS`` of
-smallest ``doc_id`` within ``SAMPLE_BYTES``, extracted as the run extracts them), else
-``DEFAULT_RATES``), and embeds every token (duplicates are not modelled). An
-edited document is priced from its own prior rows, scaled by its new size, and embeds only a
-share of them (its chunks whose text is unchanged keep their hash): the share learnt from the
-prior run's edited documents (those with new and old chunks), else ``EDIT_SHARE``. Each part
-has a likely range (a learnt rate within ``LEARNT_RANGE``, a default within ``TEXT_RANGE`` or
-``PDF_RANGE``, an edit from one chunk to the whole document); the plan shows their sums and
-says "rough" when a figure rests on a default.
-
-Memory: the listing (one row per listed object: URI, size, version) and a per-document summary
-of the prior manifest (one row per prior document) are held as Arrow tables; the manifest
-itself is read one record batch at a time with only the columns needed, so a manifest of
-hundreds of millions of rows costs one row per document, not per chunk.
+It lists the inputs exactly as ``run`` does, sorts each listed document into unchanged,
+failed before, new or changed with the rules ``run`` uses (``chunkmill.document``), counts
+the prior documents no longer listed as removed, and estimates the tokens to embed. It writes
+nothing and reads no document but a small sample of PDFs when nothing else prices them. How
+the estimate is made and what it holds in memory: the "chunkmill plan" section of
+docs/design.md.
 """
 
 from __future__ import annotations

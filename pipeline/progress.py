@@ -1,30 +1,10 @@
 """Progress of a long local run: documents done of listed, MB/s read, documents failed so far
 and an ETA, redrawn in place on a terminal and logged every ``LOG_EVERY_SECONDS`` otherwise.
 
-How the figures reach the launching process. Beam gives a runner's UI its counters (Dataflow
-and Flink show the ``chunkmill`` namespace's ``docs_listed``, ``bytes_listed``, ``docs_read``,
-``bytes_read``, ``docs_processed``, ``docs_carried_over`` and ``docs_failed`` while the job
-runs), but a local runner merges a bundle's counters into its result only when the bundle's
-stage has finished, and ``PipelineResult.metrics()`` is there only at the end: a whole
-corpus is one stage, so the counters would jump from 0 to done. Three ways were weighed:
-
-* asking the runner: FnApiRunner has a ``ProgressRequester`` thread, but its progress
-  responses reach no public callback;
-* the DoFn logging its own progress lines: works on every runner, but each worker knows only
-  its own share, never "done of listed", and it puts wall-clock behaviour into a DoFn;
-* process-wide metric cells (``Metrics.distribution(..., process_wide=True)``), which Beam
-  updates in place in the process that runs the DoFn. Under the local runner in memory (the
-  default ``DirectRunner`` falls back to FnApiRunner, in this process) a reporter thread reads
-  them while the pipeline runs, with no change to the pipeline's behaviour.
-
-chunkmill takes the third (``transforms.core`` updates ``progress_listed``, ``progress_read``
-and ``progress_done`` beside its counters). It sees nothing when the DoFns run elsewhere:
-``--direct_running_mode=multi_processing`` and remote runners, where the runner's UI shows the
-counters, get no progress line. The listing is counted in a stage that ends before any
-document is processed, so "of listed" is the final total once documents start to finish.
-
-The formatting and the ETA are pure functions; ``Reporter`` takes its clock and snapshot
-source as arguments, so both are tested without a pipeline or a real clock.
+The figures come from process-wide metric cells that ``transforms.core`` updates; a reporter
+thread reads them while the local runner runs the pipeline in this process (why: the
+"Progress of a local run" section of docs/design.md). The formatting and the ETA are pure
+functions; ``Reporter`` takes its clock and snapshot source as arguments.
 """
 
 from __future__ import annotations

@@ -472,7 +472,7 @@ class ChunkCorpus(beam.PTransform):
     ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
     PCollection[dict] (one element)}``.
 
-    The output contract of DESIGN.md: chunks holds one row per hash the prior manifest lacks;
+    The output contract (docs/design.md): chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
     no longer exists; errors one row per failed document. Every listed document is exactly one
     of processed, carried over or failed, and ``counts`` says how many of each. A document

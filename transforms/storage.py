@@ -1,39 +1,11 @@
 """Listing and reading documents across stores: local disk, GCS, S3 and any fsspec protocol.
 
-Each store gives the version of an object from its listing alone, so an unchanged object is
-carried over unread (``chunkmill.document.is_unchanged_by_listing``):
-
-* ``gs://`` (google-cloud-storage, the client Beam's GcsIO wraps): ``gen=GENERATION``. A read
-  is pinned to the listed generation (``if_generation_match``), so an object overwritten
-  between listing and reading raises ``SourceChanged`` instead of returning other bytes.
-* ``s3://`` (boto3, the client Beam's S3 filesystem wraps): ``etag=ETAG;size=N``; a read sends
-  ``If-Match: ETAG``, likewise.
-* local paths and the other stores Beam's FileSystems own (``hdfs://``, ``azfs://``):
-  ``size=N;mtime=T`` (``chunkmill.items.source_version``).
-* any other fsspec protocol (``az://``, ``abfs://``, ``https://``, ``hf://``, ...): the best
-  the protocol's listing offers (generation, ETag, else size+mtime); a read whose size differs
-  from the listed one raises ``SourceChanged``.
-
-An object gone between listing and reading raises ``SourceVanished``. Names ending in ``/``
-(zero-byte "directory markers" that consoles create) are never listed.
-
-Every store reads a glob the same way, as a shell with globstar does (``glob_regex``): ``**``
-is zero or more folders, and a pattern naming a folder means everything under it. What the
-listing finds is judged by ``ListingRules`` (formats that are not text, --include, --exclude,
-the output prefix) and, on local disk, by file type and symlink target: a listing yields
-``SourceFile`` (to read), ``Skipped`` (left out on purpose, never read) and ``ListingError``
-(a folder that could not be listed, a name that cannot be recorded), and never raises for
-one bad folder or name. A read opens only regular files and takes at most the byte limit
-plus one.
-
-Listing is sharded for object stores: ``plan`` lists one level under a pattern's fixed part
-with a delimiter, giving the objects there and one shard per sub-prefix, and ``list_shard``
-lists one shard; ``tables.ListFiles`` redistributes the shards between the two, so a
-bucket of millions of objects is listed by many workers at once.
-
-Credentials come from where each SDK looks by default (Application Default Credentials for
-GCS; the AWS environment, config files and instance roles for S3; each fsspec
-implementation's own). Clients are made lazily, once per process, never pickled.
+Each store reports a version of an object from its listing alone (a GCS generation, an S3
+ETag and size, else size and modification time), and a read is pinned to it where the store
+allows. A listing yields ``SourceFile`` (to read), ``Skipped`` (left out on purpose) and
+``ListingError`` (a folder that could not be listed), and never raises for one bad folder or
+name. The rules per store, the globs and the sharding: the "Listing and reading" section of
+docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 publishing the run. Everything goes through Beam's FileSystems, so local paths and gs://
 behave the same.
 
-Layout of one run (DESIGN.md, output contract)::
+Layout of one run (docs/design.md, the output contract)::
 
     OUTPUT/runs/RUN_ID/{chunks,manifest,removed,errors}/part-*.parquet
     OUTPUT/runs/RUN_ID/_SUCCESS     JSON run report, written after every table is complete

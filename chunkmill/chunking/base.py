@@ -22,12 +22,12 @@ from typing import Any, NamedTuple, Protocol
 
 TokenCounter = Callable[[str], int]
 
-# ADR-0006 estimates tokens as characters / 4.
+# The default token estimate: characters / 4.
 CHARS_PER_TOKEN = 4
 
 
 def chars4(text: str) -> int:
-    """ADR-0006's token estimate: one token per four characters, rounded up."""
+    """The default token estimate: one token per four characters, rounded up."""
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 

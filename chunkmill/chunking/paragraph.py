@@ -1,4 +1,4 @@
-"""ADR-0006 paragraph-boundary chunking, computed as exact offsets into the document."""
+"""Paragraph-boundary chunking (docs/chunking.md, `paragraph`), as exact offsets into the text."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ _LAST_BREAK = re.compile(r".*\n(?=[^\S\n]*\n\s*(\S))", re.DOTALL)
 
 @register("paragraph")
 class ParagraphChunker:
-    """ADR-0006: pack whole paragraphs into chunks of at most ``max_tokens * 4`` characters.
+    """Packs whole paragraphs into chunks of at most ``max_tokens * 4`` characters.
 
     Definitions. A *separator* is a ``"\\n"`` followed by one or more blank lines, each
     terminated by ``"\\n"``; a blank line contains only whitespace other than ``"\\n"``
@@ -53,7 +53,7 @@ class ParagraphChunker:
     ``"\\u2029"``) separates paragraphs. A *paragraph* is the text between separators, trimmed
     of leading and trailing whitespace (``str.isspace``); whitespace-only paragraphs are
     dropped. Characters are Unicode code points; budgets are ``max_chars = max_tokens * 4``
-    and ``overlap_chars = overlap_tokens * 4`` (ADR-0006 estimates a token as 4 characters).
+    and ``overlap_chars = overlap_tokens * 4`` (a token is estimated as 4 characters).
 
     Algorithm.
 
@@ -408,7 +408,7 @@ class _TokenSplit:
     # -- units ----------------------------------------------------------------------------
 
     def units(self) -> list[Unit]:
-        """Paragraphs that fit, and pieces of those that do not (ADR-0006 step 1)."""
+        """Paragraphs that fit, and pieces of those that do not (the rule's first step)."""
         units: list[Unit] = []
         for start, end in _paragraphs(self.text):
             cost = self.cost(start, end)

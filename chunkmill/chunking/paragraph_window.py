@@ -32,7 +32,7 @@ class ParagraphWindowChunker:
     hundred to a few thousand tokens) and truncate or reject longer input, so one huge
     paragraph, such as a megabyte-long log line, would otherwise be embedded by its first
     few kilobytes only, or fail the batch. The default 8000 characters is about 2000 tokens
-    by ADR-0006's characters / 4 estimate; the context window adds at most
+    by the characters / 4 estimate; the context window adds at most
     ``prev_chars + next_chars + 10`` characters on top. The cap is in characters, like the
     context budgets, so ``token_counter`` is accepted for the common constructor signature
     but not used. What is embedded is bounded in tokens by the config instead

@@ -21,7 +21,7 @@ from chunkmill.chunking.base import (
 
 _NONSPACE = re.compile(r"\S")
 
-# chunking-context-window-api.md: "\n\n" -> "\n" -> ". " -> " " -> "".
+# The separators, coarsest first: "\n\n" -> "\n" -> ". " -> " " -> "".
 DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", ". ", " ", "")
 
 

@@ -1,4 +1,4 @@
-"""ADR-002 hybrid section-aware chunking, computed as exact offsets into the document."""
+"""Hybrid section-aware chunking (docs/chunking.md, `section`), as exact offsets into the text."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ _Block = tuple[int, int, int, tuple["_Block", ...]]  # start, end, kind, parts o
 
 @register("section")
 class SectionChunker:
-    """ADR-002: one chunk per Markdown section; a section over ``max_tokens`` is split at
+    """One chunk per Markdown section; a section over ``max_tokens`` is split at
     block, then sentence boundaries. No overlap between chunks.
 
     Structure. Lines are separated by ``"\\n"`` (a ``"\\r"`` before it belongs to the line
@@ -187,7 +187,7 @@ class SectionChunker:
 
     A *section* runs from a heading line to the next heading line (exclusive), or from the
     document start to the first heading; it is trimmed of surrounding whitespace and dropped
-    if whitespace-only. Sections never merge (ADR-002: they are the natural boundaries).
+    if whitespace-only. Sections never merge: they are the natural boundaries.
 
     Metadata, the same for every chunk of a section:
 
@@ -230,7 +230,7 @@ class SectionChunker:
     greedily into contiguous chunks: each unit extends the open chunk while it still fits.
 
     * Prose is added sentence by sentence. A sentence ends at ``.``, ``?`` or ``!``, plus
-      any closing quotes or brackets, followed by whitespace: a regex in place of ADR-002's
+      any closing quotes or brackets, followed by whitespace: a regex in place of a sentence
       spaCy or NLTK, so "e.g. x" ends a sentence, but it is linear and far faster.
     * A code block, list, equation or glued group that does not fit in the open chunk
       starts a new chunk if it fits in one of its own; else it is split into smaller units:

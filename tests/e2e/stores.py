@@ -90,8 +90,8 @@ def s3_emulator() -> Iterator[str]:
         server.stop()
 
 
-# The environment chunkmill's clients read, pointed at the emulators (gcsfs's pitfalls from
-# DESIGN.md do not apply: chunkmill talks to GCS through google-cloud-storage).
+# The environment chunkmill's clients read, pointed at the emulators (gcsfs's pitfalls
+# do not apply: chunkmill talks to GCS through google-cloud-storage).
 def gcs_env(url: str) -> dict[str, str]:
     return {"STORAGE_EMULATOR_HOST": url, "GOOGLE_CLOUD_PROJECT": "test"}
 

@@ -30,3 +30,43 @@ def test_every_cited_file_exists(document):
     missing = sorted(path for path in cited if not (ROOT / path).exists())
     assert missing == []
     assert OUTSIDE.findall(text) == []
+
+
+SOURCES = sorted(
+    p
+    for folder in (
+        "chunkmill",
+        "pipeline",
+        "transforms",
+        "tests",
+        "benchmarks",
+        "deploy",
+        "scripts",
+    )
+    for p in (ROOT / folder).rglob("*")
+    if p.is_file()
+    and p.suffix in {".py", ".md", ".sh", ".yaml", ".tf", ".toml", ".options"}
+    and "sample_corpus" not in p.parts
+    and not (
+        folder == "chunkmill"
+        and p.relative_to(ROOT / folder).parts[0] in ("pipeline", "transforms")
+    )
+    and p != Path(__file__).resolve()
+)
+CITED_DOC = re.compile(r"(?<![\w/.-])docs/[\w-]+\.md\b")
+
+
+def test_the_sources_are_found():
+    assert (
+        ROOT / "transforms" / "core.py" in SOURCES and ROOT / "chunkmill" / "document.py" in SOURCES
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_code_cites_only_documents_in_the_repository(source: Path):
+    text = source.read_text()
+    if "tests" not in source.relative_to(ROOT).parts:  # tests use docs/x.md as sample paths
+        cited = set(CITED_DOC.findall(text))
+        assert sorted(d for d in cited if not (ROOT / d).exists()) == []
+    assert OUTSIDE.findall(text) == []
+    assert "chunking-context-window-api" not in text

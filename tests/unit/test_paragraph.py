@@ -1,4 +1,4 @@
-"""Tests for the ADR-0006 ``paragraph`` chunking strategy."""
+"""Tests for the ``paragraph`` chunking strategy."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def chunk_texts(text: str, **params: int) -> list[str]:
     return [text[s.start : s.end] for s in spans]
 
 
-# --- ADR-0006 edge cases --------------------------------------------------------------------
+# --- the rule's edge cases --------------------------------------------------------------------
 
 TWELVE = [f"para-{i:02d} abcd" for i in range(1, 8)]  # 12 characters each
 assert all(len(p) == 12 for p in TWELVE)

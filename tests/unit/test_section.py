@@ -1,4 +1,4 @@
-"""Tests for the ADR-002 ``section`` chunking strategy."""
+"""Tests for the ``section`` chunking strategy."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def check_invariants(
     text: str, spans: list[Span], max_tokens: int, counter: Counter = chars4
 ) -> None:
     fits = fits_with(counter, max_tokens)
-    check_span_contract(text, spans, fits, 0)  # document order, no overlap (ADR-002)
+    check_span_contract(text, spans, fits, 0)  # document order, no overlap (docs/chunking.md)
     if not spans:
         return
 
@@ -372,7 +372,7 @@ def test_sections_paths_and_anchors(
 
 @pytest.mark.parametrize(
     ("title", "slug"),
-    [  # github-slugger's own fixtures, and cases of the ADR-002 ask
+    [  # github-slugger's own fixtures, and cases the strategy's rule asks for
         ("alpha", "alpha"),
         ("bravoCharlieDelta", "bravocharliedelta"),
         ("heading with a - dash", "heading-with-a---dash"),
@@ -821,7 +821,7 @@ def test_registry_defaults_and_params() -> None:
     with pytest.raises(ValueError):
         make_chunker("section", max_tokens=0)
     with pytest.raises(ValueError):
-        make_chunker("section", overlap_tokens=10)  # ADR-002: no overlap
+        make_chunker("section", overlap_tokens=10)  # sections: no overlap
 
 
 # --- properties on generated Markdown -------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests for the ADR-003 ``sentence`` chunking strategy."""
+"""Tests for the ``sentence`` chunking strategy."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def chunk_texts(text: str, chunk_size: int, chunk_overlap: int) -> list[str]:
     return [text[s.start : s.end] for s in spans]
 
 
-# --- ADR-003 edge cases ---------------------------------------------------------------------
+# --- the rule's edge cases ---------------------------------------------------------------------
 
 S14 = "One two three."  # 14 characters
 THREE = "One two three. Four five six? Seven eight nine! Ten."
