@@ -1,20 +1,35 @@
 """chunkmill: incremental chunking of a document corpus into Parquet tables, on Apache Beam.
 
 The package's rooms: the pure core at this level (``ids``, ``schema``, ``config``,
-``document``, ``chunking``, ``extract``; no Beam), the Beam composites in
+``document``, ``carryover``, ``chunking``, ``extract``; no Beam), the Beam composites in
 ``chunkmill.transforms`` and the command line in ``chunkmill.pipeline``. The Python API:
-``chunk_text``, ``extract_text`` and, for use inside another Beam pipeline, ``ChunkCorpus``
-(imported on first use, so ``import chunkmill`` does not import Beam).
+``chunk_text``, ``extract_text`` and, for use inside another Beam pipeline, ``ChunkCorpus``.
+Each is imported on first use, so ``import chunkmill`` (and ``chunkmill --help``) stays fast
+and ``import chunkmill`` imports no Beam.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from chunkmill.api import Chunk, Extracted, ExtractionError, chunk_text, extract_text
 from chunkmill.versions import chunkmill_version
 
+if TYPE_CHECKING:
+    from chunkmill.api import Chunk, Extracted, ExtractionError, chunk_text, extract_text
+    from chunkmill.transforms.core import ChunkCorpus
+
 __version__ = chunkmill_version()
+
+# The public names and the modules that hold them.
+_API = {
+    "Chunk": "chunkmill.api",
+    "Extracted": "chunkmill.api",
+    "ExtractionError": "chunkmill.api",
+    "chunk_text": "chunkmill.api",
+    "extract_text": "chunkmill.api",
+    "ChunkCorpus": "chunkmill.transforms.core",
+}
 
 __all__ = [
     "Chunk",
@@ -28,8 +43,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ChunkCorpus":
-        from chunkmill.transforms.core import ChunkCorpus
-
-        return ChunkCorpus
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'chunkmill' has no attribute {name!r}")

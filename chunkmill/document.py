@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chunkmill import ids
+from chunkmill import carryover, ids
 from chunkmill.chunking import Span
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.extract import Extracted, ExtractionError, extract, one_line, uses_parser
@@ -80,22 +80,6 @@ def error_row(
     }
 
 
-# Failures that say nothing about the document's bytes (the store or the network failed, the
-# object moved under the read, or a symlink's target or the file's type changed, which its
-# listed version need not show): always tried again.
-TRANSIENT_REASONS = frozenset(
-    {
-        "read_failed",
-        "vanished",
-        "changed",
-        "list_failed",
-        "link_target_missing",
-        "not_regular_file",
-        "symlink_outside_input",
-    }
-)
-
-
 def attempt_key(config: ChunkingConfig) -> str:
     """Everything besides the document's bytes that decides whether it fails: the chunking
     config (its fingerprint holds the PDF engine and the extractor's version), every limit,
@@ -112,55 +96,19 @@ def attempt_key(config: ChunkingConfig) -> str:
     )
 
 
-def is_known_failure(prior_error: PriorError | None, version: str | None, key: str) -> bool:
-    """True when the prior run's failure of a document will recur, so it need not be tried
-    again: it failed at this very listing ``version`` under this very ``attempt_key``, for a
-    reason that is not transient. A prior row without a version (an older run, or a store
-    that reports none) is never trusted."""
-    return (
-        prior_error is not None
-        and prior_error.reason not in TRANSIENT_REASONS
-        and version is not None
-        and prior_error.source_version == version
-        and prior_error.attempt_key == key
+def repeat_failure(item: WorkItem, error: PriorError, key: str) -> DocOutcome:
+    """The prior run's failure of ``item`` repeated without reading it (``carryover``'s
+    ``KNOWN_FAILED``): its errors row again, ``attempted`` false; its prior rows are kept like
+    any failure's."""
+    row = error_row(
+        item, error.stage, error.reason, error.message, error.content_sha256, attempted=False
     )
-
-
-def known_failure(item: WorkItem, key: str) -> DocOutcome | None:
-    """The prior run's failure of ``item`` repeated without reading it (its errors row again,
-    ``attempted`` false; its prior rows are kept like any failure's), when
-    ``is_known_failure``; else None."""
-    e = item.prior_error
-    if e is None or not is_known_failure(e, item.version, key):
-        return None
-    row = error_row(item, e.stage, e.reason, e.message, e.content_sha256, attempted=False)
     row["attempt_key"] = key
     return DocOutcome(FAILED, error=row)
 
 
 def failed(item: WorkItem, stage: str, reason: str, message: str, sha: str | None = None):
     return DocOutcome(FAILED, error=error_row(item, stage, reason, message, sha))
-
-
-def is_unchanged(item: WorkItem, content_sha256: str, config: ChunkingConfig) -> bool:
-    """True when every prior row was made from these very bytes with this config."""
-    return bool(item.prior) and all(
-        s.content_sha256 == content_sha256 and s.config_fingerprint == config.fingerprint
-        for s in item.prior
-    )
-
-
-def is_unchanged_by_listing(item: WorkItem, config: ChunkingConfig) -> bool:
-    """True when the listing's metadata says the prior rows were made from this very version
-    of the document with this config, so it need not even be read."""
-    return (
-        item.version is not None
-        and bool(item.prior)
-        and all(
-            s.source_version == item.version and s.config_fingerprint == config.fingerprint
-            for s in item.prior
-        )
-    )
 
 
 def too_large(item: WorkItem, max_document_bytes: int | None) -> DocOutcome | None:
@@ -206,7 +154,9 @@ def process_document(
     over ``CHUNK_IN_CHILD_ABOVE`` under the same budgets; without it, everything runs here."""
     config = chunking.config
     sha = ids.sha256_hex(data)
-    if is_unchanged(item, sha, config):
+    if carryover.unchanged_by_content(
+        sha, carryover.PriorState.of_parts(item.prior), config.fingerprint
+    ):
         return DocOutcome(CARRIED_OVER, new_version=item.version)
     if (
         chunk_in_child is not None

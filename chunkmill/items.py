@@ -82,7 +82,7 @@ class PriorSummary(NamedTuple):
 
 class PriorError(NamedTuple):
     """What the prior run's errors/ table says of one failed document: enough to decide
-    whether to try it again (``chunkmill.document.known_failure``) and, if not, to write
+    whether to try it again (``chunkmill.carryover.is_known_failure``) and, if not, to write
     its errors row again."""
 
     source_version: str | None

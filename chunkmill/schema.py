@@ -92,7 +92,7 @@ ERRORS = pa.schema(
         # What else the outcome depended on: a digest of the chunking config fingerprint,
         # the limits and the extraction libraries' versions (``document.attempt_key``). A
         # later run that lists the same source_version under the same attempt_key does not
-        # read the document again (``document.known_failure``); null where none was set.
+        # read the document again (``carryover.is_known_failure``); null where none was set.
         _f("attempt_key", pa.string(), nullable=True),
         # False when this run did not try the document: it failed before, and neither its
         # version nor the attempt_key changed since, so the prior failure is repeated.

@@ -16,14 +16,14 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import ids
+from chunkmill import carryover, ids
+from chunkmill.carryover import PriorState
 from chunkmill.config import ChunkingConfig
-from chunkmill.document import attempt_key, is_known_failure
+from chunkmill.document import attempt_key
 from chunkmill.extract import format_by_name
 from chunkmill.items import ListingError, PriorError, SourceFile
 from chunkmill.pipeline.options import RunSettings
@@ -37,8 +37,14 @@ _COMPACT_ROWS = 1_000_000
 # Documents named per category in the terminal; the rest are counted.
 SHOW_DOCUMENTS = 10
 
-NEW, CHANGED, UNCHANGED, REMOVED = "new", "changed", "unchanged", "removed"
-KNOWN_FAILED = "failed before"  # failed in the prior run, unchanged: not retried
+# What a listed document will be (carryover.before_reading), or a prior one no longer listed.
+NEW, CHANGED, UNCHANGED, KNOWN_FAILED = (
+    carryover.NEW,
+    carryover.CHANGED,
+    carryover.UNCHANGED,
+    carryover.KNOWN_FAILED,
+)
+REMOVED = "removed"
 CATEGORIES = (NEW, CHANGED, UNCHANGED, KNOWN_FAILED, REMOVED)
 
 # Tokens and chunks per byte of file, per format, when the prior manifest has no document of
@@ -109,44 +115,24 @@ _SIZE = re.compile(r"(?:^|;)size=(\d+)(?:;|$)")
 
 @dataclass(frozen=True)
 class PriorDoc:
-    """What the plan needs of one document's rows in the prior manifest."""
+    """What the plan needs of one document's rows in the prior manifest: the carry-over
+    rule's view of them (``state``) and what prices its work."""
 
-    rows: int
-    # Its rows' source_version values (None for a null one); of several non-null values only
-    # the smallest and largest are kept, which is enough to tell "all the same".
-    versions: frozenset[str | None]
-    current_config_rows: int  # rows made with the current config fingerprint
+    state: PriorState
+    current: bool  # every row made with the current config
     tokens: int
     new_rows: int = 0  # rows whose chunk was new in the prior run (``is_new``)
     new_tokens: int = 0
     doc_format: str | None = None
 
     @property
-    def size(self) -> int | None:
-        """The document's size when its rows were made, if its one version records it."""
-        if len(self.versions) != 1:
-            return None
-        return size_of_version(next(iter(self.versions)))
+    def rows(self) -> int:
+        return self.state.rows
 
     @property
-    def current(self) -> bool:
-        """Every row made with the current config."""
-        return self.rows > 0 and self.current_config_rows == self.rows
-
-
-def classify(version: str | None, prior: PriorDoc | None, known_failure: bool = False) -> str:
-    """The fate of a listed document with listing version ``version`` (None when the store
-    reported none): ``unchanged`` by the rule of
-    ``chunkmill.document.is_unchanged_by_listing``; else ``failed before`` when the prior
-    run's failure would recur (``known_failure``: ``chunkmill.document.is_known_failure``),
-    so ``run`` does not read it; else ``new`` (no prior row) or ``changed``."""
-    if prior is not None and version is not None and prior.versions == {version} and prior.current:
-        return UNCHANGED
-    if known_failure:
-        return KNOWN_FAILED
-    if prior is None or prior.rows == 0:
-        return NEW
-    return CHANGED
+    def size(self) -> int | None:
+        """The document's size when its rows were made, if the version they share records it."""
+        return size_of_version(self.state.version)
 
 
 def size_of_version(version: str | None) -> int | None:
@@ -341,114 +327,60 @@ def list_inputs(
 
 _PRIOR_COLUMNS = [
     "doc_id",
-    "source_uri",
-    "source_version",
-    "config_fingerprint",
+    *carryover.SHARED_COLUMNS,
     "token_count",
     "is_new",
     "doc_format",
 ]
-_SUMMARY = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("prior_uri", pa.string()),
-        ("rows", pa.int64()),
-        ("current_config_rows", pa.int64()),
-        ("tokens", pa.int64()),
-        ("null_versions", pa.int64()),
-        ("min_version", pa.string()),
-        ("max_version", pa.string()),
-        ("new_rows", pa.int64()),
-        ("new_tokens", pa.int64()),
-        ("doc_format", pa.string()),
-    ]
-)
 
 
-def summarise_prior(batches: Iterable[pa.Table], fingerprint: str) -> pa.Table:
-    """One row per prior document (schema ``_SUMMARY``) from manifest batches with the
-    columns ``_PRIOR_COLUMNS``; a document's rows may be spread over any number of batches."""
+def summarise_prior(batches: Iterable[pa.Table]) -> pa.Table:
+    """One row per prior document (``carryover.summarise``, with the token and new-chunk
+    sums pricing needs) from manifest batches with the columns ``_PRIOR_COLUMNS``; a
+    document's rows may be spread over any number of batches."""
     parts: list[pa.Table] = []
     part_rows, compact_at = 0, _COMPACT_ROWS
     for t in batches:
-        per_batch = pa.table(
-            {
-                "doc_id": t["doc_id"],
-                "prior_uri": t["source_uri"],
-                "rows": pa.array([1] * t.num_rows, pa.int64()),
-                "current_config_rows": pc.cast(
-                    pc.equal(t["config_fingerprint"], fingerprint), pa.int64()
-                ),
-                "tokens": pc.cast(t["token_count"], pa.int64()),
-                "null_versions": pc.cast(pc.is_null(t["source_version"]), pa.int64()),
-                "min_version": t["source_version"],
-                "max_version": t["source_version"],
-                "new_rows": pc.cast(t["is_new"], pa.int64()),
-                "new_tokens": pc.if_else(t["is_new"], pc.cast(t["token_count"], pa.int64()), 0),
-                "doc_format": t["doc_format"],
-            },
-            schema=_SUMMARY,
-        )
-        parts.append(_aggregate(per_batch))
+        tokens = pc.cast(t["token_count"], pa.int64())
+        sums = {
+            "tokens": tokens,
+            "new_rows": pc.cast(t["is_new"], pa.int64()),
+            "new_tokens": pc.if_else(t["is_new"], tokens, 0),
+        }
+        parts.append(carryover.summarise(t, sums=sums, firsts=["doc_format"]))
         part_rows += parts[-1].num_rows
         if part_rows >= compact_at:
-            parts = [_aggregate(pa.concat_tables(parts))]
+            parts = [carryover.merge(parts)]
             part_rows = parts[0].num_rows
             compact_at = max(_COMPACT_ROWS, 2 * part_rows)
-    if not parts:
-        return _SUMMARY.empty_table()
-    return _aggregate(pa.concat_tables(parts))
+    return carryover.merge(parts) if parts else EMPTY_SUMMARY
 
 
-def _aggregate(t: pa.Table) -> pa.Table:
-    g = t.group_by("doc_id").aggregate(
-        [
-            ("prior_uri", "min"),
-            ("rows", "sum"),
-            ("current_config_rows", "sum"),
-            ("tokens", "sum"),
-            ("null_versions", "sum"),
-            ("min_version", "min"),
-            ("max_version", "max"),
-            ("new_rows", "sum"),
-            ("new_tokens", "sum"),
-            ("doc_format", "min"),
-        ]
-    )
-    # Selected by name: the column order of group_by's result differs between pyarrow versions.
-    return pa.table(
-        [
-            g["doc_id"],
-            g["prior_uri_min"],
-            g["rows_sum"],
-            g["current_config_rows_sum"],
-            g["tokens_sum"],
-            g["null_versions_sum"],
-            g["min_version_min"],
-            g["max_version_max"],
-            g["new_rows_sum"],
-            g["new_tokens_sum"],
-            g["doc_format_min"],
-        ],
-        schema=_SUMMARY,
-    )
+def _empty_summary() -> pa.Table:
+    """The summary of a prior manifest without rows."""
+    types = {"token_count": pa.int32(), "is_new": pa.bool_()}
+    empty = pa.table({c: pa.array([], types.get(c, pa.string())) for c in _PRIOR_COLUMNS})
+    return summarise_prior([empty])
 
 
-def _prior_doc(row: dict[str, Any]) -> PriorDoc | None:
-    if row["rows"] is None:
-        return None
-    versions: set[str | None] = {row["min_version"], row["max_version"]} - {None}
-    if row["null_versions"]:
-        versions.add(None)
-    return PriorDoc(
-        row["rows"],
-        frozenset(versions),
-        row["current_config_rows"],
-        row["tokens"],
-        row["new_rows"],
-        row["new_tokens"],
-        row["doc_format"],
-    )
+EMPTY_SUMMARY = _empty_summary()
+
+
+def _prior_docs(summary: pa.Table, fingerprint: str) -> dict[str, PriorDoc]:
+    """The ``PriorDoc`` of every document of ``summary``, by doc_id."""
+    states = carryover.states(summary)
+    return {
+        doc: PriorDoc(state, state.fingerprint == fingerprint, tokens, new_rows, new_tokens, fmt)
+        for doc, state, tokens, new_rows, new_tokens, fmt in zip(
+            summary["doc_id"].to_pylist(),
+            states,
+            summary["tokens"].to_pylist(),
+            summary["new_rows"].to_pylist(),
+            summary["new_tokens"].to_pylist(),
+            summary["doc_format"].to_pylist(),
+            strict=True,
+        )
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,40 +477,49 @@ def compare(
 ) -> Plan:
     """Classify every listed and every prior document and estimate the work (pure: tables in,
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
-    ``summarise_prior`` (which counted the rows made with the current config fingerprint),
+    ``summarise_prior``,
     ``failures`` those of ``read_failures`` (the prior run's errors), judged under
     ``attempt_key`` (``chunkmill.document.attempt_key`` of ``config``). ``measure`` reads
     and measures a sample of a format in ``SAMPLED_FORMATS`` the prior teaches no rate of
     (``measure_sample``); without it such a format gets its default rate."""
     if failures is not None and failures.num_rows:
         listing = listing.join(_one_failure_per_doc(failures), "doc_id", join_type="left outer")
-    joined = listing.join(prior, "doc_id", join_type="full outer")
+    priors = _prior_docs(prior, config.fingerprint)
+    prior_uris = dict(
+        zip(prior["doc_id"].to_pylist(), prior["source_uri_min"].to_pylist(), strict=True)
+    )
     counts = dict.fromkeys(CATEGORIES, 0)
     uris: dict[str, list[str]] = {c: [] for c in CATEGORIES}
     bytes_to_read = 0
     work = _Work(sample_max_bytes=min(SAMPLE_BYTES, config.limits.max_document_bytes))
-    for batch in joined.to_batches():
+    listed_docs: set[str] = set()
+    for batch in listing.to_batches():
         for row in batch.to_pylist():
-            prior_doc = _prior_doc(row)
-            if row["uri"] is None:
-                category, uri = REMOVED, row["prior_uri"]
-            else:
-                uri = row["uri"]
-                known = row.get("failed_reason") is not None and is_known_failure(
-                    PriorError(
-                        row["failed_version"], row["failed_key"], "", row["failed_reason"], "", None
-                    ),
-                    row["version"],
-                    attempt_key or "",
+            doc, uri = row["doc_id"], row["uri"]
+            listed_docs.add(doc)
+            prior_doc = priors.get(doc)
+            failure = None
+            if row.get("failed_reason") is not None:
+                failure = PriorError(
+                    row["failed_version"], row["failed_key"], "", row["failed_reason"], "", None
                 )
-                category = classify(row["version"], prior_doc, known)
-                if category in (NEW, CHANGED):
-                    bytes_to_read += row["size"]
-                    work.read(uri, row["size"], prior_doc, row["doc_id"], row["version"])
+            category = carryover.before_reading(
+                row["version"],
+                None if prior_doc is None else prior_doc.state,
+                config.fingerprint,
+                failure,
+                attempt_key or "",
+            )
+            if category in (NEW, CHANGED):
+                bytes_to_read += row["size"]
+                work.read(uri, row["size"], prior_doc, doc, row["version"])
             counts[category] += 1
             _keep_first(uris[category], uri)
-            if prior_doc is not None:
-                work.learn(prior_doc)
+    for doc, prior_doc in priors.items():
+        if doc not in listed_docs:
+            counts[REMOVED] += 1
+            _keep_first(uris[REMOVED], prior_uris[doc])
+        work.learn(prior_doc)
     return Plan(
         counts=counts,
         examples=uris,
@@ -734,12 +675,10 @@ def make_plan(settings: RunSettings) -> Plan:
     )
     _LOG.info("listed %d documents", listing.num_rows)
     if not settings.prior_files:
-        prior = _SUMMARY.empty_table()
+        prior = EMPTY_SUMMARY
     else:
         paths = list(settings.prior_files)  # proven before (pipeline.preflight)
-        prior = summarise_prior(
-            tables.read_parquet_batches(paths, _PRIOR_COLUMNS), settings.config.fingerprint
-        )
+        prior = summarise_prior(tables.read_parquet_batches(paths, _PRIOR_COLUMNS))
         _LOG.info(
             "prior manifest: %s in %s",
             _plural(prior.num_rows, "document"),

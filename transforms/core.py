@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
-from chunkmill import document, ids, isolation, schema
+from chunkmill import carryover, document, ids, isolation, schema
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.items import (
     KEEP,
@@ -261,13 +261,24 @@ class _ProcessDocuments(_PerBundle):
         self._extractor.close()
 
     def process(self, item: WorkItem):
+        fate = carryover.before_reading(
+            item.version,
+            carryover.PriorState.of_parts(item.prior),
+            self._config.fingerprint,
+            item.prior_error,
+            self._attempt_key,
+        )
         outcome: document.DocOutcome | None
-        if document.is_unchanged_by_listing(item, self._config):
+        if fate == carryover.UNCHANGED:
             # The nightly common case: nothing about the object changed, so not a byte of it
             # is read.
             outcome = document.DocOutcome(document.CARRIED_OVER)
+        elif fate == carryover.KNOWN_FAILED and item.prior_error is not None:
+            self._not_retried.inc()
+            self._tally["docs_failed_not_retried"] += 1
+            outcome = document.repeat_failure(item, item.prior_error, self._attempt_key)
         else:
-            outcome = self._decide_unread(item)
+            outcome = document.too_large(item, self._config.limits.max_document_bytes)
             if outcome is None:
                 self._read.inc()
                 self._tally["docs_read"] += 1
@@ -287,17 +298,6 @@ class _ProcessDocuments(_PerBundle):
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):
                 yield from self._hold(_VERDICTS, part, verdict)
-
-    def _decide_unread(self, item: WorkItem) -> document.DocOutcome | None:
-        """The failure of a document decided without reading it, else None: a failure the
-        prior run recorded at this very version and attempt key (it would recur: counted as
-        not retried), or a listed size over --max-document-bytes."""
-        known = document.known_failure(item, self._attempt_key)
-        if known is not None:
-            self._not_retried.inc()
-            self._tally["docs_failed_not_retried"] += 1
-            return known
-        return document.too_large(item, self._config.limits.max_document_bytes)
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         limit = self._config.limits.max_document_bytes
@@ -477,7 +477,7 @@ class ChunkCorpus(beam.PTransform):
     no longer exists; errors one row per failed document. Every listed document is exactly one
     of processed, carried over or failed, and ``counts`` says how many of each. A document
     that failed in the prior run at the version listed now, under the same attempt key
-    (``document.is_known_failure``), is not read: it fails again with the same errors row,
+    (``carryover.is_known_failure``), is not read: it fails again with the same errors row,
     ``attempted`` false (``docs_failed_not_retried``). Tables come
     out as Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteToParquetBatched``.
 

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import schema
+from chunkmill import carryover, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
 
@@ -40,14 +40,6 @@ from chunkmill.refusal import RunRefused
 # strings, what MarkNew holds of a bucket), and this run's occurrences, batched per bucket,
 # travel in batches of a useful size.
 BUCKET_CHARS = 2
-
-_SUMMARY_COLUMNS = [
-    "doc_id",
-    "source_version",
-    "config_fingerprint",
-    "content_sha256",
-    "source_uri",
-]
 
 # Tagged output of SummariseParts and ApplyVerdicts.
 HASHES = "hashes"
@@ -144,33 +136,17 @@ def invalid_rows(table: pa.Table) -> str | None:
     return None
 
 
-def _shared(g: pa.Table, name: str) -> list[str | None]:
-    """Per document: the value every row has in column ``name``, or None if they differ or
-    any is null."""
-    lo, hi, nulls = g[f"{name}_min"], g[f"{name}_max"], g[f"{name}_null_count"]
-    same = pc.and_(pc.equal(lo, hi), pc.equal(nulls, 0))
-    return pc.if_else(pc.fill_null(same, False), lo, pa.scalar(None, pa.string())).to_pylist()
-
-
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     """``(doc_id, PriorSummary)`` for every document with rows in ``table`` (one part)."""
     if table.num_rows == 0:
         return []
-    cols = {"doc_id": table["doc_id"]}
-    for name in _SUMMARY_COLUMNS[1:]:
-        cols[name] = table[name]
-        cols[f"{name}_nulls"] = pc.cast(pc.is_null(table[name]), pa.int64())
-    aggs: list[tuple[str, str]] = [("doc_id", "count")]
-    for name in _SUMMARY_COLUMNS[1:]:
-        aggs += [(name, "min"), (name, "max"), (f"{name}_nulls", "sum")]
-    g = pa.table(cols).group_by("doc_id").aggregate(aggs)
-    g = g.rename_columns([c.replace("_nulls_sum", "_null_count") for c in g.column_names])
-    shared = {name: _shared(g, name) for name in _SUMMARY_COLUMNS[1:]}
+    g = carryover.summarise(table)
+    shared = {name: carryover.shared(g, name).to_pylist() for name in carryover.SHARED_COLUMNS}
     return [
         (doc, PriorSummary(part, rows, version, fingerprint, sha, uri))
         for doc, rows, version, fingerprint, sha, uri in zip(
             g["doc_id"].to_pylist(),
-            g["doc_id_count"].to_pylist(),
+            g["rows"].to_pylist(),
             shared["source_version"],
             shared["config_fingerprint"],
             shared["content_sha256"],
@@ -209,7 +185,7 @@ class SummariseParts(beam.DoFn):
         self._read = read
 
     def process(self, part: PriorPart):
-        table = self._read(part, [*_SUMMARY_COLUMNS, "chunk_hash"])
+        table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
         yield from summaries(table, part.key)
         for bucket, hashes in hashes_by_bucket(table):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, hashes))

@@ -149,7 +149,7 @@ class ReadPriorErrors(beam.PTransform):
     """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
     read from ``paths`` (its errors files; none on a first run, or when every failure is to
     be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
-    a failed document not worth trying again is not read (``document.known_failure``)."""
+    a failed document not worth trying again is not read (``carryover.is_known_failure``)."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         super().__init__()

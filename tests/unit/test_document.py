@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chunkmill import document, ids, schema
+from chunkmill import carryover, document, ids, schema
 from chunkmill.chunking.fitting import FittedChunker
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.items import KEEP, REPLACE, Verdict, WorkItem
@@ -158,7 +158,8 @@ def _versioned(version, prior_version=V1, config=SMALL, n_mismatch=0):
     ],
 )
 def test_unchanged_by_listing_needs_same_version_and_config_on_every_prior_row(it, unchanged):
-    assert document.is_unchanged_by_listing(it, SMALL) is unchanged
+    state = carryover.PriorState.of_parts(it.prior)
+    assert carryover.unchanged_by_listing(it.version, state, SMALL.fingerprint) is unchanged
 
 
 def test_same_bytes_under_new_listing_metadata_carry_over_with_the_new_version():

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from chunkmill import document, ids
+from chunkmill import carryover, document, ids
 from chunkmill.config import ChunkingConfig
 from chunkmill.isolation import Limits
 from chunkmill.items import PriorError, WorkItem
@@ -27,7 +27,7 @@ def item(error: PriorError | None, version: str | None = "v1") -> WorkItem:
 
 @pytest.mark.parametrize("reason", ["corrupt", "binary", "empty", "too_large", "timeout", "memory"])
 def test_a_failure_at_the_listed_version_under_the_same_key_is_known(reason):
-    assert document.is_known_failure(failure(reason), "v1", KEY)
+    assert carryover.is_known_failure(failure(reason), "v1", KEY)
 
 
 @pytest.mark.parametrize(
@@ -42,12 +42,12 @@ def test_a_failure_at_the_listed_version_under_the_same_key_is_known(reason):
     ],
 )
 def test_a_failure_is_tried_again_when_anything_it_depended_on_may_have_changed(error, version):
-    assert not document.is_known_failure(error, version, KEY)
+    assert not carryover.is_known_failure(error, version, KEY)
 
 
-@pytest.mark.parametrize("reason", sorted(document.TRANSIENT_REASONS))
+@pytest.mark.parametrize("reason", sorted(carryover.TRANSIENT_REASONS))
 def test_transient_failures_are_always_tried_again(reason):
-    assert not document.is_known_failure(failure(reason), "v1", KEY)
+    assert not carryover.is_known_failure(failure(reason), "v1", KEY)
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_transient_failures_are_always_tried_again(reason):
 def test_a_link_whose_target_came_back_is_read_again(reason):
     # A symlink's listed version is the link's own: its target can return, or change type,
     # with the same version, so these read failures are never "known".
-    assert not document.is_known_failure(failure(reason), "v1", KEY)
+    assert not carryover.is_known_failure(failure(reason), "v1", KEY)
 
 
 @pytest.mark.parametrize(
@@ -81,8 +81,8 @@ def test_the_attempt_key_is_stable():
 
 
 def test_a_known_failure_repeats_its_errors_row_unread():
-    out = document.known_failure(item(failure("corrupt")), KEY)
-    assert out is not None and out.status == document.FAILED
+    out = document.repeat_failure(item(failure("corrupt")), failure("corrupt"), KEY)
+    assert out.status == document.FAILED
     assert out.error == {
         **document.error_row(item(None), "extract", "corrupt", "pypdf: stream ended", "abc123"),
         "attempted": False,
@@ -90,7 +90,6 @@ def test_a_known_failure_repeats_its_errors_row_unread():
     }
     assert out.error["source_version"] == "v1"
     assert out.verdict(ids.doc_id(URI)).kind == "keep"  # its prior rows stay
-    assert document.known_failure(item(failure("corrupt"), version="v2"), KEY) is None
 
 
 def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_path, caplog):
@@ -115,7 +114,7 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
     )
     ((doc, error),) = list(tables.prior_errors(str(old)))
     assert doc == "d1" and error == PriorError(None, None, "extract", "corrupt", "bad", "s")
-    assert not document.is_known_failure(error, "v1", KEY)
+    assert not carryover.is_known_failure(error, "v1", KEY)
 
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 cut short")

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chunkmill import document, ids
+from chunkmill import carryover, ids
 from chunkmill.config import ChunkingConfig
 from chunkmill.isolation import Limits
-from chunkmill.items import SourceFile, WorkItem
+from chunkmill.items import SourceFile
 from chunkmill.pipeline import plan
 from chunkmill.pipeline.options import RunSettings
 from chunkmill.transforms import storage
@@ -50,6 +50,7 @@ def prior_rows(
             "source_uri": uri,
             "source_version": version,
             "config_fingerprint": fp,
+            "content_sha256": "c" * 64,
             "token_count": tokens,
             "is_new": i < new,
             "doc_format": fmt,
@@ -65,6 +66,7 @@ def prior_table(rows: list[dict], batch: int = 1000) -> list[pa.Table]:
             ("source_uri", pa.string()),
             ("source_version", pa.string()),
             ("config_fingerprint", pa.string()),
+            ("content_sha256", pa.string()),
             ("token_count", pa.int32()),
             ("is_new", pa.bool_()),
             ("doc_format", pa.string()),
@@ -73,20 +75,44 @@ def prior_table(rows: list[dict], batch: int = 1000) -> list[pa.Table]:
     return [pa.Table.from_pylist(rows[i : i + batch], schema) for i in range(0, len(rows), batch)]
 
 
+def _doc(rows: int, versions: set, current: bool = True, tokens: int = 30) -> plan.PriorDoc:
+    version = next(iter(versions)) if len(versions) == 1 else None
+    state = carryover.PriorState(rows, version, FP if current else None)
+    return plan.PriorDoc(state, current, tokens)
+
+
 @pytest.mark.parametrize(
     ("version", "prior", "expected"),
     [
         (V1, None, plan.NEW),
-        (V1, plan.PriorDoc(3, frozenset({V1}), 3, 30), plan.UNCHANGED),
-        (V2, plan.PriorDoc(3, frozenset({V1}), 3, 30), plan.CHANGED),  # edited
-        (V1, plan.PriorDoc(3, frozenset({V1}), 2, 30), plan.CHANGED),  # a row of another config
-        (V1, plan.PriorDoc(3, frozenset({V1, None}), 3, 30), plan.CHANGED),  # a row unversioned
-        (V1, plan.PriorDoc(3, frozenset({V1, V2}), 3, 30), plan.CHANGED),
-        (None, plan.PriorDoc(3, frozenset({None}), 3, 30), plan.CHANGED),  # store gave no mtime
+        (V1, _doc(3, {V1}), plan.UNCHANGED),
+        (V2, _doc(3, {V1}), plan.CHANGED),  # edited
+        (V1, _doc(3, {V1}, current=False), plan.CHANGED),  # a row of another config
+        (V1, _doc(3, {V1, None}), plan.CHANGED),  # a row unversioned
+        (V1, _doc(3, {V1, V2}), plan.CHANGED),
+        (None, _doc(3, {None}), plan.CHANGED),  # store gave no mtime
     ],
 )
-def test_classify(version, prior, expected):
-    assert plan.classify(version, prior) == expected
+def test_the_plan_classifies_by_the_carry_over_rule(version, prior, expected):
+    got = plan.compare(
+        listing(("/c/a.md", 100, version)),
+        plan.EMPTY_SUMMARY if prior is None else _summary_of(prior),
+        SMALL,
+    )
+    assert got.counts[expected] == 1 and sum(got.counts.values()) == 1
+
+
+def _summary_of(prior: plan.PriorDoc) -> pa.Table:
+    """The summary of the rows ``prior`` describes, made by the plan's own summariser."""
+    fp = FP if prior.current else "other"
+    versions = [prior.state.version] * prior.rows
+    if prior.state.version is None and prior.rows > 1:
+        versions = [V1, None] + [V1] * (prior.rows - 2)
+    rows = [
+        {**r, "source_version": v}
+        for r, v in zip(prior_rows("/c/a.md", prior.rows, None, fp=fp), versions, strict=True)
+    ]
+    return plan.summarise_prior(prior_table(rows))
 
 
 _versions = st.sampled_from([V1, V2, None])
@@ -105,15 +131,11 @@ def test_summary_then_classify_is_the_runs_rule(listed, rows, split):
         {**r, "source_version": v, "config_fingerprint": FP if same else "other"}
         for r, (v, same) in zip(prior_rows(uri, len(rows), None), rows, strict=True)
     ]
-    summary = plan.summarise_prior(prior_table(full, batch=split), FP)
+    # The plan summarises the rows batch by batch; the run, part by part (prior.summaries).
+    summary = plan.summarise_prior(prior_table(full, batch=split))
     got = plan.compare(listing((uri, 100, listed)), summary, SMALL)
-    item = WorkItem(ids.doc_id(uri), uri, 100, prior=summarise(full, split), version=listed)
-    if not full:
-        expected = plan.NEW
-    elif document.is_unchanged_by_listing(item, SMALL):
-        expected = plan.UNCHANGED
-    else:
-        expected = plan.CHANGED
+    state = carryover.PriorState.of_parts(summarise(full, split))
+    expected = carryover.before_reading(listed, state, FP)
     assert got.counts[expected] == 1 and sum(got.counts.values()) == 1
 
 
@@ -125,7 +147,6 @@ def test_compare_counts_every_category_and_reads_only_new_and_changed():
             + prior_rows("/c/gone.md", 4, V1),
             batch=2,  # every document's rows spread over batches
         ),
-        FP,
     )
     assert summary.num_rows == 3
     listed = listing(("/c/same.md", 100, V1), ("/c/edited.md", 120, V2), ("/c/new.md", 50, V1))
@@ -146,10 +167,9 @@ def test_compare_counts_every_category_and_reads_only_new_and_changed():
 
 def test_a_config_change_makes_every_listed_prior_document_changed():
     other = ChunkingConfig.create("paragraph", max_tokens=50, overlap_tokens=5)
-    # The prior rows were made with SMALL; the summary counts the rows of the current config.
+    # The prior rows were made with SMALL.
     summary = plan.summarise_prior(
         prior_table(prior_rows("/c/a.md", 2, V1) + prior_rows("/c/b.md", 2, V2)),
-        other.fingerprint,
     )
     got = plan.compare(listing(("/c/a.md", 100, V1), ("/c/b.md", 120, V2)), summary, other)
     assert got.counts["changed"] == 2 and got.counts["unchanged"] == 0
@@ -158,8 +178,8 @@ def test_a_config_change_makes_every_listed_prior_document_changed():
 def test_compaction_keeps_per_document_sums(monkeypatch):
     monkeypatch.setattr(plan, "_COMPACT_ROWS", 2)
     rows = [r for i in range(5) for r in prior_rows(f"/c/{i}.md", 3, V1, tokens=i + 1)]
-    summary = plan.summarise_prior(prior_table(rows, batch=4), FP)
-    got = {r["prior_uri"]: (r["rows"], r["tokens"]) for r in summary.to_pylist()}
+    summary = plan.summarise_prior(prior_table(rows, batch=4))
+    got = {r["source_uri_min"]: (r["rows"], r["tokens"]) for r in summary.to_pylist()}
     assert got == {f"/c/{i}.md": (3, 3 * (i + 1)) for i in range(5)}
 
 
@@ -171,7 +191,7 @@ def test_new_documents_are_priced_by_the_prior_rate_of_their_format():
         + prior_rows("/c/b.md", 6, "size=300;mtime=1.0")
         + prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf")
     )
-    summary = plan.summarise_prior(prior_table(rows), FP)
+    summary = plan.summarise_prior(prior_table(rows))
     listed = listing(
         ("/c/a.md", 100, "size=100;mtime=1.0"), ("/c/new.md", 1000, V1), ("/c/n.pdf", 5000, V1)
     )
@@ -184,9 +204,7 @@ def test_new_documents_are_priced_by_the_prior_rate_of_their_format():
 
 
 def test_a_format_without_a_prior_gets_the_measured_default_and_a_wide_range():
-    e = plan.compare(
-        listing(("/c/n.pdf", 100_000, V1)), plan._SUMMARY.empty_table(), SMALL
-    ).estimate
+    e = plan.compare(listing(("/c/n.pdf", 100_000, V1)), plan.EMPTY_SUMMARY, SMALL).estimate
     tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
     assert e.tokens == round(100_000 * tokens_per_byte) and e.rough
     assert "pdf rough" in e.basis
@@ -204,7 +222,7 @@ def test_default_rates_follow_the_tokenizer(tokenizer, factor):
 
 def test_an_edited_document_is_priced_from_its_own_rows_and_the_edit_share():
     # 4 chunks of 10 tokens at 100 bytes; now 200 bytes: ~80 tokens, of which a share is new.
-    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)), FP)
+    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)))
     e = plan.compare(listing(("/c/a.md", 200, V2)), summary, SMALL).estimate
     assert e.tokens == round(80 * plan.EDIT_SHARE)
     assert (e.low, e.high) == (10, 80)  # one chunk .. all of it
@@ -213,7 +231,7 @@ def test_an_edited_document_is_priced_from_its_own_rows_and_the_edit_share():
 
 def test_the_edit_share_is_learnt_from_documents_the_prior_run_found_partly_new():
     edited = [r for i in range(3) for r in prior_rows(f"/c/e{i}.md", 10, V1, new=1)]
-    summary = plan.summarise_prior(prior_table(edited + prior_rows("/c/a.md", 4, V1)), FP)
+    summary = plan.summarise_prior(prior_table(edited + prior_rows("/c/a.md", 4, V1)))
     e = plan.compare(listing(("/c/a.md", 100, V2)), summary, SMALL).estimate
     assert e.tokens == 4  # 10% of 40 tokens
     assert "~10% of its tokens, as the 3 documents edited in the prior run did" in e.basis
@@ -232,16 +250,16 @@ def test_a_document_that_failed_before_and_did_not_change_is_not_read():
         schema=plan._FAILURES,
     )
     listed = listing(("/c/bad.pdf", 100, V1), ("/c/fixed.pdf", 120, V2), ("/c/flaky.md", 5, V1))
-    got = plan.compare(listed, plan._SUMMARY.empty_table(), SMALL, failures, key)
+    got = plan.compare(listed, plan.EMPTY_SUMMARY, SMALL, failures, key)
     assert got.counts[plan.KNOWN_FAILED] == 1 and got.counts[plan.NEW] == 2
     assert got.examples[plan.KNOWN_FAILED] == ["/c/bad.pdf"]
     assert got.estimate.bytes_to_read == 125
-    again = plan.compare(listed, plan._SUMMARY.empty_table(), SMALL, failures, "other key")
+    again = plan.compare(listed, plan.EMPTY_SUMMARY, SMALL, failures, "other key")
     assert again.counts[plan.KNOWN_FAILED] == 0 and again.counts[plan.NEW] == 3
 
 
 def test_nothing_to_read_estimates_nothing():
-    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)), FP)
+    summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)))
     e = plan.compare(listing(("/c/a.md", 100, V1)), summary, SMALL).estimate
     assert (e.tokens, e.chunks, e.low, e.high) == (0, 0, 0, 0)
 
@@ -249,7 +267,7 @@ def test_nothing_to_read_estimates_nothing():
 def test_examples_are_the_first_uris_in_order(monkeypatch):
     monkeypatch.setattr(plan, "SHOW_DOCUMENTS", 3)
     docs = [(f"/c/{i:02d}.md", 1, V1) for i in (7, 3, 9, 1, 5)]
-    got = plan.compare(listing(*docs), plan._SUMMARY.empty_table(), SMALL)
+    got = plan.compare(listing(*docs), plan.EMPTY_SUMMARY, SMALL)
     assert got.examples["new"] == ["/c/01.md", "/c/03.md", "/c/05.md"]
     assert got.counts["new"] == 5
 
@@ -316,10 +334,11 @@ def test_summary_of_real_manifest_rows():
     rows = manifest_rows("/c/a.md", paragraphs("alpha", "beta", "gamma", n=3))
     rows = [{**r, "source_version": V1} for r in rows]
     t = pa.Table.from_pylist([{k: r[k] for k in plan._PRIOR_COLUMNS} for r in rows])
-    (summary,) = plan.summarise_prior([t], FP).to_pylist()
-    assert summary["rows"] == len(rows) > 1
-    assert summary["tokens"] == sum(r["token_count"] for r in rows)
-    assert summary["current_config_rows"] == len(rows)
+    summary = plan.summarise_prior([t])
+    (row,) = summary.to_pylist()
+    assert row["rows"] == len(rows) > 1
+    assert row["tokens"] == sum(r["token_count"] for r in rows)
+    assert carryover.shared(summary, "config_fingerprint").to_pylist() == [FP]
 
 
 def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(monkeypatch):
@@ -343,7 +362,7 @@ def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(mon
         config=SMALL,
     )
     listing = plan.list_inputs(["https://u:SENTINEL@h/c/*"], None)
-    printed = plan.render(plan.compare(listing, plan._SUMMARY.empty_table(), SMALL), settings)
+    printed = plan.render(plan.compare(listing, plan.EMPTY_SUMMARY, SMALL), settings)
     assert redacted in printed and "SENTINEL" not in printed
 
 
@@ -386,7 +405,7 @@ def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
         # Every document: 100 tokens in its 10,000 bytes (0.01 a byte), one fails.
         return [None if i == 0 else (d.size, 100) for i, d in enumerate(docs)]
 
-    p = plan.compare(_pdfs(31), plan._SUMMARY.empty_table(), SMALL, measure=measure)
+    p = plan.compare(_pdfs(31), plan.EMPTY_SUMMARY, SMALL, measure=measure)
     e = p.estimate
     assert len(asked) == 1 and len(asked[0]) == plan.SAMPLE_DOCUMENTS
     by_id = sorted((ids.doc_id(f"/c/{i:02d}.pdf"), f"/c/{i:02d}.pdf") for i in range(31))
@@ -412,7 +431,7 @@ def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
 
 def test_a_sample_that_fails_entirely_falls_back_to_the_default():
     e = plan.compare(
-        _pdfs(3), plan._SUMMARY.empty_table(), SMALL, measure=lambda docs: [None] * len(docs)
+        _pdfs(3), plan.EMPTY_SUMMARY, SMALL, measure=lambda docs: [None] * len(docs)
     ).estimate
     tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
     assert e.tokens == round(30_000 * tokens_per_byte) and e.rough
@@ -424,11 +443,11 @@ def test_a_learnt_pdf_rate_or_text_formats_read_no_sample():
         raise AssertionError("read a document")
 
     rows = prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf")
-    summary = plan.summarise_prior(prior_table(rows), FP)
+    summary = plan.summarise_prior(prior_table(rows))
     listed = listing(("/c/n.pdf", 5000, V1), ("/c/n.md", 5000, V1))
     e = plan.compare(listed, summary, SMALL, measure=measure).estimate
     assert e.documents_read == 0 and "pdf from 1 prior document" in e.basis
     # Too large to sample (over --max-document-bytes): the run would not read it either.
     small = ChunkingConfig.create("paragraph", limits=Limits(max_document_bytes=100))
-    e = plan.compare(_pdfs(2), plan._SUMMARY.empty_table(), small, measure=measure).estimate
+    e = plan.compare(_pdfs(2), plan.EMPTY_SUMMARY, small, measure=measure).estimate
     assert e.documents_read == 0 and "pdf rough" in e.basis
