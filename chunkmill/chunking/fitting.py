@@ -48,7 +48,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from chunkmill.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
-from chunkmill.chunking.paragraph import _pieces, _TokenSplit
+from chunkmill.chunking.paragraphs import pieces
+from chunkmill.chunking.token_split import TokenSplit
 
 # How a strategy's size parameter is read: a limit in tokens of the token counter...
 TOKEN_LIMIT_PARAM = "max_tokens"
@@ -198,10 +199,10 @@ def _cut_pieces(
     """``(start, end, tokens)`` of the pieces of the chunk [start, end) of ``n`` > ``limit``
     tokens, as ``paragraph`` cuts an over-long paragraph."""
     if measure.by_length:
-        for a, b in _pieces(text, start, end, limit * 4):
+        for a, b in pieces(text, start, end, limit * 4):
             yield a, b, (b - a + 3) // 4
         return
-    split = _TokenSplit(text, measure.counter, limit, 0)
+    split = TokenSplit(text, measure.counter, limit, 0)
     for a, b, content in split.pieces(start, end, n - split.base):
         yield a, b, content + split.base
 

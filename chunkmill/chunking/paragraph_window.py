@@ -11,7 +11,7 @@ from __future__ import annotations
 from chunkmill.chunking.base import Span, TokenCounter, chars4, check_int, register
 
 # Reused so that "paragraph" means exactly the same thing in both strategies.
-from chunkmill.chunking.paragraph import _paragraphs, _pieces
+from chunkmill.chunking.paragraphs import paragraphs, pieces
 
 
 @register("paragraph-window")
@@ -66,11 +66,11 @@ class ParagraphWindowChunker:
     def split(self, text: str) -> list[Span]:
         max_chars = self.max_chars
         units: list[tuple[int, int]] = []
-        for start, end in _paragraphs(text):
+        for start, end in paragraphs(text):
             if end - start <= max_chars:
                 units.append((start, end))
             else:
-                units.extend(_pieces(text, start, end, max_chars))
+                units.extend(pieces(text, start, end, max_chars))
         total = len(units)  # known only once every paragraph is cut, hence the two passes
         return [
             Span(start, end, paragraph_index=k, total_paragraphs=total)

@@ -42,13 +42,14 @@ SOURCES = sorted(
 
 def imported(path: Path, *, at_import: bool = False) -> set[str]:
     """Every module name an import statement in ``path`` names (relative ones excluded); with
-    ``at_import``, only those run when the module is imported (not inside a function)."""
+    ``at_import``, only those run when the module is imported."""
     tree = ast.parse(path.read_text(), str(path))
     inside = set()
-    if at_import:
-        for fn in ast.walk(tree):
-            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                inside |= {id(n) for n in ast.walk(fn)}
+    if at_import:  # not inside a function, nor under ``if TYPE_CHECKING:``
+        for node in ast.walk(tree):
+            typing_only = isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+            if typing_only or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                inside |= {id(n) for n in ast.walk(node)}
     names: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in inside:

@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from chunkmill.chunking import Span, make_chunker
 from chunkmill.chunking.base import CHARS_PER_TOKEN, chars4
-from chunkmill.chunking.section import (
-    _LAST_UNIT_END,
-    _UNIT_BREAK,
-    SectionChunker,
-    _first_unit_end,
-    _last_unit_end,
-    _unit_end,
+from chunkmill.chunking.markdown import (
+    LAST_UNIT_END,
+    UNIT_BREAK,
+    first_unit_end,
     github_slug,
+    last_unit_end,
+    unit_end,
 )
+from chunkmill.chunking.section import SectionChunker
 
 from .chunker_contract import check_span_contract
 
@@ -967,10 +967,10 @@ def test_unit_end_searches_match_their_regexes(
     text = before + first + after
     a = len(before)  # a unit starts at a non-whitespace character
     end = data.draw(st.integers(a + 1, len(text)))
-    last = _LAST_UNIT_END.match(text, a, end)
-    assert _last_unit_end(text, a, end) == (-1 if last is None else last.end())
-    brk = _UNIT_BREAK.search(text, a, end)
-    assert _first_unit_end(text, a, end) == (end if brk is None else _unit_end(text, a, brk))
+    last = LAST_UNIT_END.match(text, a, end)
+    assert last_unit_end(text, a, end) == (-1 if last is None else last.end())
+    brk = UNIT_BREAK.search(text, a, end)
+    assert first_unit_end(text, a, end) == (end if brk is None else unit_end(text, a, brk))
 
 
 def test_reference_parser_agrees_on_a_known_document() -> None:
