@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking import Span, make_chunker
 from chunkmill.chunking.base import CHARS_PER_TOKEN, TokenCounter
 from chunkmill.chunking.paragraph import ParagraphChunker
 from chunkmill.chunking.tokens import MINILM, HFTokenizer, load_token_counter, whitespace
@@ -173,29 +173,6 @@ def test_repeated_identical_paragraphs_get_exact_offsets(overlap_tokens: int) ->
     # 16-char budget: one 10-char paragraph per chunk; the room left for an overlap is
     # "ara." (inside a word), so none is carried.
     assert spans == [Span(12 * i, 12 * i + 10) for i in range(6)]
-
-
-@pytest.mark.parametrize(
-    ("max_tokens", "overlap_tokens"),
-    [(0, 0), (-1, 0), (10, -1), (10, 10), (10, 11), (1, 1), ("10", 0), (10.0, 0), (True, 0)],
-)
-def test_invalid_params_raise(max_tokens: object, overlap_tokens: object) -> None:
-    with pytest.raises(ValueError):
-        ParagraphChunker(max_tokens=max_tokens, overlap_tokens=overlap_tokens)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        make_chunker("paragraph", max_tokens=max_tokens, overlap_tokens=overlap_tokens)
-
-
-def test_registry_defaults_and_params() -> None:
-    assert "paragraph" in available()
-    chunker = make_chunker("paragraph", max_tokens=None, overlap_tokens=None)
-    assert isinstance(chunker, ParagraphChunker)
-    assert chunker.name == "paragraph"
-    assert chunker.params() == {"max_tokens": 700, "overlap_tokens": 80}
-    custom = make_chunker("paragraph", max_tokens=50, overlap_tokens=5)
-    assert custom.params() == {"max_tokens": 50, "overlap_tokens": 5}
-    with pytest.raises(ValueError):
-        make_chunker("paragraph", max_chars=100)
 
 
 # --- properties -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking import Span
 from chunkmill.chunking.context import ContextWindow, context_windows
 from chunkmill.chunking.paragraph_window import ParagraphWindowChunker
 
@@ -151,27 +151,6 @@ def test_repeated_identical_paragraphs_get_exact_offsets() -> None:
     ]
 
 
-@pytest.mark.parametrize("max_chars", [0, -1, "10", 10.0, True, None])
-def test_invalid_params_raise(max_chars: object) -> None:
-    with pytest.raises(ValueError):
-        ParagraphWindowChunker(max_chars=max_chars)  # type: ignore[arg-type]
-    if max_chars is not None:  # make_chunker reads None as "the default"
-        with pytest.raises(ValueError):
-            make_chunker("paragraph-window", max_chars=max_chars)
-
-
-def test_registry_defaults_and_params() -> None:
-    assert "paragraph-window" in available()
-    chunker = make_chunker("paragraph-window", max_chars=None)
-    assert isinstance(chunker, ParagraphWindowChunker)
-    assert chunker.name == "paragraph-window"
-    assert chunker.params() == {"max_chars": 8000}
-    assert make_chunker("paragraph-window", max_chars=100).params() == {"max_chars": 100}
-    # The document's chunkSize/chunkOverlap have no meaning here: asking for them is an error.
-    with pytest.raises(ValueError):
-        make_chunker("paragraph-window", max_tokens=100)
-
-
 # --- with context windows -------------------------------------------------------------------
 
 
@@ -266,3 +245,8 @@ def test_corpus_invariants(name: str, max_chars: int) -> None:
     assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
     chunks = [text[s.start : s.end] for s in spans]
     check_windows(chunks, context_windows(chunks, 500, 300), 500, 300)
+
+
+def test_none_is_not_a_size_for_the_class() -> None:
+    with pytest.raises(ValueError):
+        ParagraphWindowChunker(max_chars=None)  # type: ignore[arg-type]

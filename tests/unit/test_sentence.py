@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkmill.chunking import Span, available, make_chunker
+from chunkmill.chunking import Span
 from chunkmill.chunking.sentence import SentenceChunker
 
 from .chunker_contract import (
@@ -243,31 +243,6 @@ def test_overlap_is_carried_from_the_previous_chunk() -> None:
         assert text[cur.start - 2 : cur.start] == ". "
 
 
-@pytest.mark.parametrize(
-    ("chunk_size", "chunk_overlap"),
-    [(0, 0), (-1, 0), (10, -1), (10, 10), (10, 11), (1, 1), ("10", 0), (10.0, 0), (True, 0),
-     (10, False), (10, None)],
-)  # fmt: skip
-def test_invalid_params_raise(chunk_size: object, chunk_overlap: object) -> None:
-    with pytest.raises(ValueError):
-        SentenceChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap)  # type: ignore[arg-type]
-    if chunk_overlap is not None:  # make_chunker reads None as "the default"
-        with pytest.raises(ValueError):
-            make_chunker("sentence", chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-
-
-def test_registry_defaults_and_params() -> None:
-    assert "sentence" in available()
-    chunker = make_chunker("sentence", chunk_size=None, chunk_overlap=None)
-    assert isinstance(chunker, SentenceChunker)
-    assert chunker.name == "sentence"
-    assert chunker.params() == {"chunk_size": 1000, "chunk_overlap": 200}
-    custom = make_chunker("sentence", chunk_size=300, chunk_overlap=0)
-    assert custom.params() == {"chunk_size": 300, "chunk_overlap": 0}
-    with pytest.raises(ValueError):
-        make_chunker("sentence", max_tokens=100)
-
-
 # --- properties -----------------------------------------------------------------------------
 
 _FRAGMENTS = st.sampled_from(
@@ -345,3 +320,9 @@ def test_corpus_invariants(name: str, chunk_size: int, chunk_overlap: int) -> No
     check_invariants(text, spans, chunk_size, chunk_overlap)
     assert spans == reference_split(text, chunk_size, chunk_overlap)
     assert pickle.loads(pickle.dumps(chunker)).split(text) == spans
+
+
+def test_none_is_not_a_size_for_the_class() -> None:
+    # make_chunker reads None as "the default"; the class itself takes numbers only.
+    with pytest.raises(ValueError):
+        SentenceChunker(chunk_size=10, chunk_overlap=None)  # type: ignore[arg-type]
