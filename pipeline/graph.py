@@ -37,6 +37,7 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     inputs = {"files": files, "prior": prior, "prior_errors": prior_errors}
     corpus = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
     written = corpus | "WriteTables" >> tables.WriteTables(settings.output, settings.run_id)
+    policy = tables.PublishPolicy(settings.max_error_ratio, settings.max_removed_ratio)
     _ = {"counts": corpus["counts"], "written": written} | "Publish" >> tables.PublishRun(
-        settings.output, settings.run_id, settings.report()
+        settings.output, settings.run_id, settings.report(), policy
     )

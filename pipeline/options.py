@@ -118,7 +118,7 @@ class RunSettings:
                 # chunks_over_model_window are the chunks to embed longer than it.
                 "model_window": self.config.model_window,
             },
-            # transforms.tables.publish reads max_error_ratio and max_removed_ratio from here.
+            # For the record; publishing is refused by graph.build's tables.PublishPolicy.
             "limits": {
                 **dataclasses.asdict(self.config.limits),
                 "max_error_ratio": self.max_error_ratio,

@@ -15,6 +15,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -348,6 +349,16 @@ def footer_rows(path: str) -> int:
         return int(pq.ParquetFile(f).metadata.num_rows)
 
 
+@dataclass(frozen=True)
+class PublishPolicy:
+    """When a finished run is refused instead of published: more than ``max_error_ratio`` of
+    its listed documents failed, or it would remove more than ``max_removed_ratio`` of the
+    prior's documents (``None``: that check is off)."""
+
+    max_error_ratio: float | None = None
+    max_removed_ratio: float | None = None
+
+
 def publish(
     _: Any,
     counts: dict[str, Any],
@@ -355,16 +366,14 @@ def publish(
     output: str,
     run_id: str,
     report: dict[str, Any],
+    policy: PublishPolicy = PublishPolicy(),
 ) -> str:
     """Writes ``_SUCCESS`` (the run report, with every table's files, rows and bytes), then
     points ``LATEST`` at the newest finished run, which is this one unless a run that started
     later has already finished. Idempotent, so a retried bundle republishes the same thing.
-    Publishes nothing (``RunRefused``) when the share of failed documents is over
-    ``report["limits"]["max_error_ratio"]`` or the share of the prior's documents removed is
-    over ``report["limits"]["max_removed_ratio"]``."""
-    limits = report.get("limits", {})
-    check_error_ratio(counts, limits.get("max_error_ratio"))
-    check_removed_ratio(counts, limits.get("max_removed_ratio"))
+    Publishes nothing (``RunRefused``) when ``policy`` refuses the run."""
+    check_error_ratio(counts, policy.max_error_ratio)
+    check_removed_ratio(counts, policy.max_removed_ratio)
     base = run_dir(output, run_id)
     full = {**report, "counts": counts, "tables": table_files(base, written)}
     success = FileSystems.join(base, SUCCESS)
@@ -430,9 +439,16 @@ def point_latest_at_newest(output: str, run_id: str) -> str:
 class PublishRun(beam.PTransform):
     """Runs once, after every table is written (the side inputs make it wait)."""
 
-    def __init__(self, output: str, run_id: str, report: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        report: dict[str, Any],
+        policy: PublishPolicy = PublishPolicy(),
+    ) -> None:
         super().__init__()
         self._output, self._run_id, self._report = output, run_id, report
+        self._policy = policy
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> beam.PCollection:
         return (
@@ -446,6 +462,7 @@ class PublishRun(beam.PTransform):
                 output=self._output,
                 run_id=self._run_id,
                 report=self._report,
+                policy=self._policy,
             )
         )
 

@@ -163,7 +163,7 @@ def test_write_tables_writes_each_table_with_its_schema_and_checksums(tmp_path: 
 # -- PublishRun ----------------------------------------------------------------------------
 
 
-def _publish(out: Path, run_id: str, counts: dict, report: dict) -> None:
+def _publish(out: Path, run_id: str, counts: dict, report: dict, policy=None) -> None:
     run = out / "runs" / run_id / "manifest"
     run.mkdir(parents=True)
     path = run / "part-00000-of-00001.parquet"
@@ -174,7 +174,7 @@ def _publish(out: Path, run_id: str, counts: dict, report: dict) -> None:
             "counts": p | "Counts" >> beam.Create([counts]),
             "written": p | "Written" >> beam.Create([str(path)]),
         }
-        _ = inputs | tables.PublishRun(str(out), run_id, report)
+        _ = inputs | tables.PublishRun(str(out), run_id, report, policy or tables.PublishPolicy())
 
 
 def test_publish_run_writes_success_with_every_file_then_latest(tmp_path: Path):
@@ -190,12 +190,8 @@ def test_publish_run_writes_success_with_every_file_then_latest(tmp_path: Path):
 
 def test_publish_run_refuses_a_night_over_the_error_ratio_and_publishes_nothing(tmp_path: Path):
     counts = {"docs_listed": 4, "docs_failed": 3}
-    report = {
-        "run_id": "r1",
-        "started_at": "2026-11-23T00:00:00Z",
-        "limits": {"max_error_ratio": 0.5},
-    }
+    report = {"run_id": "r1", "started_at": "2026-11-23T00:00:00Z"}
     with pytest.raises(Exception, match="--max-error-ratio"):
-        _publish(tmp_path, "r1", counts, report)
+        _publish(tmp_path, "r1", counts, report, tables.PublishPolicy(max_error_ratio=0.5))
     assert not (tmp_path / "runs" / "r1" / "_SUCCESS").exists()
     assert not (tmp_path / "LATEST").exists()

@@ -236,8 +236,10 @@ def test_publish_refuses_a_mass_removal_and_leaves_latest_alone(tmp_path):
     from chunkmill.refusal import RunRefused
 
     tables.publish(None, {}, [], str(tmp_path), "r1", {"run_id": "r1", "started_at": "1"})
-    report = {"run_id": "r2", "started_at": "2", "limits": {"max_removed_ratio": 0.5}}
+    report = {"run_id": "r2", "started_at": "2"}
+    policy = tables.PublishPolicy(max_removed_ratio=0.5)
+    counts = {"docs_prior": 10, "docs_removed": 6}
     with pytest.raises(RunRefused, match="removes 6 of 10 documents"):
-        tables.publish(None, {"docs_prior": 10, "docs_removed": 6}, [], str(tmp_path), "r2", report)
+        tables.publish(None, counts, [], str(tmp_path), "r2", report, policy)
     assert not (tmp_path / "runs" / "r2" / "_SUCCESS").exists()
     assert (tmp_path / "LATEST").read_text().strip() == "r1"
