@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from chunkmill import schema
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import RunSettings
+from chunkmill.redact import redact_uri
 from chunkmill.transforms import tables
 from chunkmill.transforms.core import ChunkCorpus
 from chunkmill.transforms.storage import ObjectReader, local_roots
+from chunkmill.versions import chunkmill_version
 
 
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
@@ -39,5 +45,43 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     written = corpus | "WriteTables" >> tables.WriteTables(settings.output, settings.run_id)
     policy = tables.PublishPolicy(settings.max_error_ratio, settings.max_removed_ratio)
     _ = {"counts": corpus["counts"], "written": written} | "Publish" >> tables.PublishRun(
-        settings.output, settings.run_id, settings.report(), policy
+        settings.output, settings.run_id, report_header(settings), policy
     )
+
+
+def report_header(settings: RunSettings) -> dict[str, Any]:
+    """The run report's header: chunkmill's own config, never the raw pipeline options
+    (they can carry credentials)."""
+    return {
+        "run_id": settings.run_id,
+        "started_at": settings.started_at,
+        "chunkmill_version": chunkmill_version(),
+        "schema_version": schema.SCHEMA_VERSION,
+        # Patterns and prefix as chunkmill knows them: without credentials.
+        "inputs": [redact_uri(p) for p in settings.inputs],
+        "output": redact_uri(settings.output),
+        "listing": {
+            "include": list(settings.include),
+            "exclude": list(settings.exclude),
+            "follow_symlinks": settings.follow_symlinks,
+        },
+        "prior": {
+            "mode": settings.prior_mode,
+            "run_id": settings.prior_run_id,
+            "manifest": settings.prior_manifest,
+            "errors": list(settings.prior_errors),
+        },
+        "chunking": {
+            **settings.config.description,
+            "fingerprint": settings.config.fingerprint,
+            # The model's input window (tokens), where the tokenizer tells it; the counts'
+            # chunks_over_model_window are the chunks to embed longer than it.
+            "model_window": settings.config.model_window,
+        },
+        # For the record; publishing is refused by graph.build's tables.PublishPolicy.
+        "limits": {
+            **dataclasses.asdict(settings.config.limits),
+            "max_error_ratio": settings.max_error_ratio,
+            "max_removed_ratio": settings.max_removed_ratio,
+        },
+    }

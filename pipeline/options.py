@@ -9,7 +9,6 @@ for them (tests/unit/test_cli_startup.py).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import math
 import os
@@ -71,6 +70,7 @@ class RunSettings:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     follow_symlinks: bool = False
+    retry_failed: bool = False  # --retry-failed: the prior run's failures are read again
 
     def listing_rules(self) -> storage.ListingRules:
         from chunkmill.transforms import storage
@@ -85,46 +85,6 @@ class RunSettings:
     # The prior run's errors/ files: its failures not worth trying again are not read. Empty
     # with --retry-failed, or when the prior is not a run (a manifest folder or glob).
     prior_errors: tuple[str, ...] = ()
-
-    def report(self) -> dict[str, Any]:
-        """The run report's header: chunkmill's own config, never the raw pipeline options
-        (they can carry credentials)."""
-        from chunkmill.redact import redact_uri
-        from chunkmill.transforms import tables
-
-        return {
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "chunkmill_version": chunkmill_version(),
-            "schema_version": tables.schema.SCHEMA_VERSION,
-            # Patterns and prefix as chunkmill knows them: without credentials.
-            "inputs": [redact_uri(p) for p in self.inputs],
-            "output": redact_uri(self.output),
-            "listing": {
-                "include": list(self.include),
-                "exclude": list(self.exclude),
-                "follow_symlinks": self.follow_symlinks,
-            },
-            "prior": {
-                "mode": self.prior_mode,
-                "run_id": self.prior_run_id,
-                "manifest": self.prior_manifest,
-                "errors": list(self.prior_errors),
-            },
-            "chunking": {
-                **self.config.description,
-                "fingerprint": self.config.fingerprint,
-                # The model's input window (tokens), where the tokenizer tells it; the counts'
-                # chunks_over_model_window are the chunks to embed longer than it.
-                "model_window": self.config.model_window,
-            },
-            # For the record; publishing is refused by graph.build's tables.PublishPolicy.
-            "limits": {
-                **dataclasses.asdict(self.config.limits),
-                "max_error_ratio": self.max_error_ratio,
-                "max_removed_ratio": self.max_removed_ratio,
-            },
-        }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -414,7 +374,7 @@ class RunsSettings:
 def parse_runs(argv: Sequence[str]) -> RunsSettings:
     """Parse ``chunkmill runs list|gc`` arguments (without the ``runs`` word)."""
     args = build_parser().parse_args(["runs", *argv])
-    output = _absolute(args.output).rstrip("/") or "/"
+    output = absolute(args.output).rstrip("/") or "/"
     if args.runs_command == "list":
         return RunsSettings(command="list", output=output)
     return RunsSettings(
@@ -458,40 +418,6 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
-def _prepare_filesystems(beam_args: Sequence[str]) -> None:
-    """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
-    endpoint and keys from them); with a GCS emulator, no credential probing."""
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from chunkmill.transforms import storage
-
-    FileSystems.set_options(PipelineOptions(list(beam_args)))
-    storage.use_anonymous_gcs_for_emulator()
-
-
-def _check_storage(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
-    """Every bucket named by an input or the output exists and can be listed: otherwise one
-    line naming the bucket and what was denied, before a graph is built."""
-    from chunkmill.transforms import storage
-
-    seen: set[str] = set()
-    for uri in (*inputs, output):
-        if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
-            continue
-        seen.add(storage.bucket_url(uri))
-        flag = "--output" if uri == output else "--input"
-        try:
-            storage.check_bucket(uri, billing_project if flag == "--input" else None)
-        except storage.StoreAccessError as e:
-            raise UsageError(f"argument {flag}: {e}") from None
-        except Exception as e:  # no credentials, no network: still one line
-            raise UsageError(
-                f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
-                f"{type(e).__name__}: {storage.first_line(str(e))}"
-            ) from None
-
-
 def _positive_int(value: str) -> int:
     n = _non_negative_int(value)
     if n == 0:
@@ -509,14 +435,14 @@ def _non_negative_int(value: str) -> int:
     return n
 
 
-def _is_local(path: str) -> bool:
+def is_local(path: str) -> bool:
     return "://" not in path
 
 
-def _absolute(path: str) -> str:
+def absolute(path: str) -> str:
     # Local paths are made absolute so doc_ids (a function of the URI) do not depend on the
     # directory chunkmill was started from.
-    return os.path.abspath(path) if _is_local(path) else path
+    return os.path.abspath(path) if is_local(path) else path
 
 
 def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
@@ -561,67 +487,6 @@ def _glob_hint(paths: Sequence[str]) -> str:
     return "'" + (f"{folder}/*{suffix}" if folder else f"*{suffix}") + "'"
 
 
-def _has_match(pattern: str) -> bool:
-    from apache_beam.io.filesystems import FileSystems
-
-    try:
-        result = FileSystems.match([pattern], limits=[1])[0]
-    except Exception:
-        return False
-    return bool(result.metadata_list)
-
-
-def _resolve_prior(
-    mode: str, output: str
-) -> tuple[str, str | None, str | None, tuple[str, ...], tuple[str, ...]]:
-    """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
-    None, its files, the prior run's errors files). The files are proven before they are
-    used (``chunkmill.pipeline.preflight``); errors files exist only for a prior given as a run."""
-    from apache_beam.io.filesystems import FileSystems
-
-    from chunkmill.pipeline import preflight
-    from chunkmill.transforms import runstate, tables
-
-    if mode == "none":
-        return "none", None, None, (), ()
-    if mode == "auto":
-        try:
-            prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
-        except runstate.BadLatest as e:
-            raise UsageError(str(e)) from None
-        if prior_run is None:
-            return "auto", None, None, (), ()
-        try:
-            proven = preflight.prove_run(tables.run_dir(output, prior_run), prior_run)
-        except preflight.PriorRefused as e:
-            raise UsageError(str(e)) from None
-        glob = FileSystems.join(tables.table_dir(output, prior_run, "manifest"), "*.parquet")
-        return "auto", glob, prior_run, proven.files, proven.errors
-    try:
-        proven = preflight.prove_path(_absolute(mode))
-    except preflight.PriorRefused as e:
-        raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
-    return "path", _absolute(mode), None, proven.files, proven.errors
-
-
-def _check_writable(output: str) -> None:
-    """A local output prefix must be a folder chunkmill can write in, or one it can create:
-    found now, not when the first table is written after the whole corpus is chunked.
-    (An object store prefix is checked by its first write: a probe would need write access a
-    plan does not.)"""
-    if not _is_local(output):
-        return
-    existing = output
-    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise UsageError(
-            f"argument --output: cannot write under {output}: {existing} is a file, not a folder"
-        )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"argument --output: cannot write under {output}: {existing} is read-only")
-
-
 @dataclass(frozen=True)
 class ReportSettings:
     output: str
@@ -630,46 +495,12 @@ class ReportSettings:
 
 def parse_report(argv: Sequence[str]) -> ReportSettings:
     """Parse ``chunkmill report`` arguments (without the ``report`` word) and find the run: the
-    one named, else the one in ``OUTPUT/LATEST``. Only a finished run (with ``_SUCCESS``) can
-    be reported."""
+    one named, else the one in ``OUTPUT/LATEST`` (``preflight.finished_run``)."""
     args = build_parser().parse_args(["report", *argv])
-    from apache_beam.io.filesystems import FileSystems
+    from chunkmill.pipeline import preflight
 
-    from chunkmill.transforms import runstate, tables
-
-    _prepare_filesystems([])
-    output = _absolute(args.output).rstrip("/") or "/"
-    run_id = args.run
-    if run_id is None:
-        try:
-            run_id = runstate.read_latest(output, alternative="pass a run id as RUN")
-        except runstate.BadLatest as e:
-            raise UsageError(str(e)) from None
-        if run_id is None:
-            raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
-    elif not runstate.is_run_id(run_id):
-        raise UsageError(f"argument RUN: {run_id!r} is not a run id")
-    success = FileSystems.join(tables.run_dir(output, run_id), tables.SUCCESS)
-    if FileSystems.exists(success):
-        try:
-            runstate.read_success(success)
-        except runstate.CorruptSuccess as e:
-            raise UsageError(
-                f"run {run_id!r} in {output} cannot be reported: its {tables.SUCCESS} is damaged "
-                f"({e}); it did not finish as far as chunkmill is concerned"
-            ) from None
-        return ReportSettings(output=output, run_id=run_id)
-    if _has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
-        raise UsageError(
-            f"run {run_id!r} in {output} did not finish (it has no {tables.SUCCESS}); "
-            "there is nothing to report"
-        )
-    try:
-        named = runstate.read_latest(output)
-        hint = f" (LATEST names {named!r})" if named else ""
-    except runstate.BadLatest as e:
-        hint = f" ({e})"
-    raise UsageError(f"no run {run_id!r} in {output}{hint}")
+    output = absolute(args.output).rstrip("/") or "/"
+    return ReportSettings(output=output, run_id=preflight.finished_run(output, args.run))
 
 
 def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
@@ -679,20 +510,28 @@ def parse_plan(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSet
 
 
 def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
-    """Parse ``chunkmill run`` arguments (without the ``run`` word) and validate them."""
+    """Parse ``chunkmill run`` arguments (without the ``run`` word), then check them against
+    storage (``preflight.check_run``): the settings a run is built from."""
+    settings = parse_run_args(argv, now=now)
+    from chunkmill.pipeline import preflight  # imports Beam: after a usage error or --help
+
+    return preflight.check_run(settings)
+
+
+def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
+    """Parse and validate ``chunkmill run`` arguments without touching storage: the prior
+    is not resolved yet (``prior_mode`` is ``--prior-manifest`` as given)."""
     from chunkmill.pipeline import config_file, usage
 
     parser = build_parser()
     argv = config_file.apply(parser, argv)
     args, beam_args = parser.parse_known_args(["run", *argv])
     # Only now Beam and the rest: a mistake chunkmill's own parser finds is told without them.
-    from apache_beam.io.filesystems import FileSystems
-
     from chunkmill.chunking.base import ParameterError
     from chunkmill.config import ChunkingConfig
     from chunkmill.isolation import Limits
     from chunkmill.pipeline import runners
-    from chunkmill.transforms import runstate, storage, tables
+    from chunkmill.transforms import runstate, storage
 
     unknown = unknown_beam_flags(beam_args)
     if unknown:
@@ -732,37 +571,20 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     if not runstate.is_run_id(run_id):
         raise UsageError(f"argument --run-id: {run_id!r} must be {runstate.RUN_ID_RULE}")
 
-    output = _absolute(args.output).rstrip("/") or "/"
-    inputs = tuple(_absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
-    _prepare_filesystems(beam_args)
-    _check_storage(inputs, output, args.billing_project)
+    output = absolute(args.output).rstrip("/") or "/"
+    inputs = tuple(absolute(p) for p in (args.input or [str(SAMPLE_CORPUS / "**")]))
     try:
         storage.ListingRules(include=tuple(args.include), exclude=tuple(args.exclude))
     except ValueError as e:
         flag = "--include" if "include" in str(e) else "--exclude"
         raise UsageError(f"argument {flag}: {e}") from None
-    for pattern in inputs:
-        if not storage.has_match(pattern, args.billing_project):
-            raise UsageError(f"argument --input: {pattern!r} matches no file")
-
-    _check_writable(output)
-    # Checked here so `plan` says it too; the claim at launch is what makes it race-free.
-    if args.run_id and _has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
-        raise UsageError(
-            f"argument --run-id: run {run_id!r} already exists in {output}; choose another"
-        )
-    prior_mode, prior_manifest, prior_run_id, prior_files, prior_errors = _resolve_prior(
-        args.prior_manifest, output
-    )
-
     return RunSettings(
         inputs=inputs,
         output=output,
         run_id=run_id,
-        prior_mode=prior_mode,
-        prior_manifest=prior_manifest,
-        prior_run_id=prior_run_id,
-        prior_files=prior_files,
+        prior_mode=args.prior_manifest,
+        prior_manifest=None,
+        prior_run_id=None,
         config=config,
         beam_args=tuple(beam_args),
         started_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -773,5 +595,5 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
         include=tuple(args.include),
         exclude=tuple(args.exclude),
         follow_symlinks=args.follow_symlinks,
-        prior_errors=() if args.retry_failed else prior_errors,
+        retry_failed=args.retry_failed,
     )

@@ -15,13 +15,19 @@ inherits the loss).
 
 Footers only are read here; the pages are verified as the run reads them
 (``chunkmill.transforms.prior.read_part``). Every problem is a ``PriorRefused`` of one line saying
-what is wrong and how to go on; ``chunkmill.pipeline.options`` turns it into a usage error.
+what is wrong and how to go on, which ``check_run`` turns into a usage error.
+
+This module holds every check of a command line against storage (``check_run``,
+``finished_run``); ``chunkmill.pipeline.options`` only parses.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +37,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import schema
-from chunkmill.transforms import runstate, tables
+from chunkmill.pipeline import options
+from chunkmill.pipeline.options import RunSettings, UsageError
+from chunkmill.transforms import runstate, storage, tables
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
@@ -233,3 +241,157 @@ def _sizes(paths: list[str]) -> dict[str, int]:
 def _short(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text[:200]}"
+
+
+# -- the checks of a command line against storage ----------------------------------------
+
+
+def check_run(settings: RunSettings) -> RunSettings:
+    """``settings`` (parsed, ``options.parse_run_args``) checked against storage, with the
+    prior proven: every bucket reachable, every input matching a file, the output writable,
+    a given run id free; one line (``UsageError``) naming the flag to change otherwise."""
+    prepare_filesystems(settings.beam_args)
+    check_buckets(settings.inputs, settings.output, settings.billing_project)
+    for pattern in settings.inputs:
+        if not storage.has_match(pattern, settings.billing_project):
+            raise UsageError(f"argument --input: {pattern!r} matches no file")
+    check_writable(settings.output)
+    # Checked here so `plan` says it too; the claim at launch is what makes it race-free.
+    run_folder = tables.run_dir(settings.output, settings.run_id)
+    if settings.run_id_given and has_match(FileSystems.join(run_folder, "**")):
+        raise UsageError(
+            f"argument --run-id: run {settings.run_id!r} already exists in {settings.output}; "
+            "choose another"
+        )
+    mode, manifest, prior_run_id, files, errors = resolve_prior(
+        settings.prior_mode, settings.output
+    )
+    return dataclasses.replace(
+        settings,
+        prior_mode=mode,
+        prior_manifest=manifest,
+        prior_run_id=prior_run_id,
+        prior_files=files,
+        prior_errors=() if settings.retry_failed else errors,
+    )
+
+
+def prepare_filesystems(beam_args: Sequence[str]) -> None:
+    """Beam's filesystems need the pipeline options before a pipeline exists (s3:// reads its
+    endpoint and keys from them); with a GCS emulator, no credential probing."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    FileSystems.set_options(PipelineOptions(list(beam_args)))
+    storage.use_anonymous_gcs_for_emulator()
+
+
+def check_buckets(inputs: Sequence[str], output: str, billing_project: str | None) -> None:
+    """Every bucket named by an input or the output exists and can be listed: otherwise one
+    line naming the bucket and what was denied, before a graph is built."""
+    seen: set[str] = set()
+    for uri in (*inputs, output):
+        if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
+            continue
+        seen.add(storage.bucket_url(uri))
+        flag = "--output" if uri == output else "--input"
+        try:
+            storage.check_bucket(uri, billing_project if flag == "--input" else None)
+        except storage.StoreAccessError as e:
+            raise UsageError(f"argument {flag}: {e}") from None
+        except Exception as e:  # no credentials, no network: still one line
+            raise UsageError(
+                f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
+                f"{type(e).__name__}: {storage.first_line(str(e))}"
+            ) from None
+
+
+def has_match(pattern: str) -> bool:
+    """Whether a FileSystems glob matches anything (False when it cannot be listed)."""
+    try:
+        result = FileSystems.match([pattern], limits=[1])[0]
+    except Exception:
+        return False
+    return bool(result.metadata_list)
+
+
+def resolve_prior(
+    mode: str, output: str
+) -> tuple[str, str | None, str | None, tuple[str, ...], tuple[str, ...]]:
+    """(mode, what the prior manifest is as given (a path or glob) or None, prior run id or
+    None, its files, the prior run's errors files). The files are proven before they are
+    used; errors files exist only for a prior given as a run."""
+    if mode == "none":
+        return "none", None, None, (), ()
+    if mode == "auto":
+        try:
+            prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if prior_run is None:
+            return "auto", None, None, (), ()
+        try:
+            proven = prove_run(tables.run_dir(output, prior_run), prior_run)
+        except PriorRefused as e:
+            raise UsageError(str(e)) from None
+        glob = FileSystems.join(tables.table_dir(output, prior_run, "manifest"), "*.parquet")
+        return "auto", glob, prior_run, proven.files, proven.errors
+    try:
+        proven = prove_path(options.absolute(mode))
+    except PriorRefused as e:
+        raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
+    return "path", options.absolute(mode), None, proven.files, proven.errors
+
+
+def check_writable(output: str) -> None:
+    """A local output prefix must be a folder chunkmill can write in, or one it can create:
+    found now, not when the first table is written after the whole corpus is chunked.
+    (An object store prefix is checked by its first write: a probe would need write access a
+    plan does not.)"""
+    if not options.is_local(output):
+        return
+    existing = output
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(
+            f"argument --output: cannot write under {output}: {existing} is a file, not a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"argument --output: cannot write under {output}: {existing} is read-only")
+
+
+def finished_run(output: str, run_id: str | None) -> str:
+    """The finished run ``chunkmill report`` reports: ``run_id``, else the one in
+    ``OUTPUT/LATEST``; one line (``UsageError``) for a run that is not there or did not
+    finish (no valid ``_SUCCESS``)."""
+    prepare_filesystems([])
+    if run_id is None:
+        try:
+            run_id = runstate.read_latest(output, alternative="pass a run id as RUN")
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if run_id is None:
+            raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
+    elif not runstate.is_run_id(run_id):
+        raise UsageError(f"argument RUN: {run_id!r} is not a run id")
+    success = FileSystems.join(tables.run_dir(output, run_id), tables.SUCCESS)
+    if FileSystems.exists(success):
+        try:
+            runstate.read_success(success)
+        except runstate.CorruptSuccess as e:
+            raise UsageError(
+                f"run {run_id!r} in {output} cannot be reported: its {tables.SUCCESS} is damaged "
+                f"({e}); it did not finish as far as chunkmill is concerned"
+            ) from None
+        return run_id
+    if has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
+        raise UsageError(
+            f"run {run_id!r} in {output} did not finish (it has no {tables.SUCCESS}); "
+            "there is nothing to report"
+        )
+    try:
+        named = runstate.read_latest(output)
+        hint = f" (LATEST names {named!r})" if named else ""
+    except runstate.BadLatest as e:
+        hint = f" ({e})"
+    raise UsageError(f"no run {run_id!r} in {output}{hint}")

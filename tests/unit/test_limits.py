@@ -8,6 +8,7 @@ import pytest
 from chunkmill import document, ids
 from chunkmill.isolation import Limits
 from chunkmill.items import WorkItem
+from chunkmill.pipeline import graph
 from chunkmill.pipeline.cli import main
 from chunkmill.pipeline.options import parse_run
 from chunkmill.refusal import RunRefused, refusal_line
@@ -46,8 +47,8 @@ def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
     default = parse_run(base)
     assert default.config.limits == Limits()
     assert default.config.pdf_engine == "pypdf" and default.max_error_ratio is None
-    assert default.report()["limits"]["max_error_ratio"] is None
-    assert default.report()["limits"]["max_removed_ratio"] == 0.5
+    assert graph.report_header(default)["limits"]["max_error_ratio"] is None
+    assert graph.report_header(default)["limits"]["max_removed_ratio"] == 0.5
 
     settings = parse_run(
         [
@@ -67,7 +68,7 @@ def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
     assert settings.config.pdf_engine == "auto"
     assert settings.config.description["pdf_engine"] == "auto"
     assert settings.config.fingerprint != default.config.fingerprint
-    assert settings.report()["limits"] == {
+    assert graph.report_header(settings)["limits"] == {
         "timeout_seconds": 2.5,
         "memory_mb": 300,
         "max_document_bytes": 1000,

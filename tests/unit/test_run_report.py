@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkmill import schema
-from chunkmill.pipeline import run_report
+from chunkmill.pipeline import graph, run_report
 from chunkmill.pipeline.cli import main
 from chunkmill.transforms import tables
 from tests.report_page import Page
@@ -342,7 +342,7 @@ def test_the_run_report_of_settings_holds_no_credential():
         prior_run_id=None,
         config=SMALL,
     )
-    report = settings.report()
+    report = graph.report_header(settings)
     assert report["inputs"] == ["https://h/c/*", "gs://b/x/**"]
     assert report["output"] == "s3://bucket/out"
     counts = dict.fromkeys(
