@@ -124,16 +124,65 @@ class Verdict(NamedTuple):
     current_ids: tuple[str, ...] = ()
 
 
-def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> str | None:
-    """A listing-metadata fingerprint of one object version: its size and modification time.
+@dataclass(frozen=True)
+class SourceVersion:
+    """The version of a listed object as its store reports it, from the listing alone: a GCS
+    generation (``gen=G``), an S3 ETag and size (``etag=E;size=N``), else a size and
+    modification time (``size=N;mtime=T``). Its text is what ``source_version`` columns
+    hold: two listings that give the same text are taken to name the same bytes, so the
+    document is carried over without being read. ``parse`` and ``str`` are inverses."""
 
-    Two listings that give the same string are taken to name the same bytes, so the document
-    is carried over without being read (a nightly run over an unchanged corpus reads nothing).
-    ``None`` when the store reports no modification time (Beam reports 0.0 then): such
-    objects are always read and compared by content SHA-256.
-    """
+    generation: str | None = None
+    etag: str | None = None
+    size: int | None = None
+    mtime: float | None = None
+
+    @classmethod
+    def gcs(cls, generation: object) -> SourceVersion:
+        return cls(generation=str(generation))
+
+    @classmethod
+    def s3(cls, etag: str, size: int) -> SourceVersion:
+        return cls(etag=etag.strip('"'), size=size)
+
+    @classmethod
+    def stat(cls, size: int, mtime: float) -> SourceVersion:
+        return cls(size=size, mtime=mtime)
+
+    def __str__(self) -> str:
+        if self.generation is not None:
+            return f"gen={self.generation}"
+        if self.etag is not None:
+            return f"etag={self.etag};size={self.size}"
+        # repr keeps every digit of the float: a sub-second rewrite of the same size still
+        # changes the text where the store records sub-second times.
+        return f"size={self.size};mtime={self.mtime!r}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> SourceVersion | None:
+        """The version a ``source_version`` text names; None for None or a text of no known
+        form (a version written by another tool is never trusted as one of these)."""
+        if not text:
+            return None
+        fields = dict(part.partition("=")[::2] for part in text.split(";"))
+        if not all(fields.values()):
+            return None
+        try:
+            if text.startswith("gen=") and len(fields) == 1:
+                return cls(generation=fields["gen"])
+            if text.startswith("etag=") and fields.keys() == {"etag", "size"}:
+                return cls(etag=fields["etag"], size=int(fields["size"]))
+            if text.startswith("size=") and fields.keys() == {"size", "mtime"}:
+                return cls(size=int(fields["size"]), mtime=float(fields["mtime"]))
+        except ValueError:
+            return None
+        return None
+
+
+def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> str | None:
+    """The ``size=N;mtime=T`` version of an object whose store reports a size and a
+    modification time; ``None`` when it reports no time (Beam reports 0.0 then): such objects
+    are always read and compared by content SHA-256."""
     if not last_updated_in_seconds:
         return None
-    # repr keeps every digit of the float: a sub-second rewrite of the same size still
-    # changes the string where the store records sub-second times.
-    return f"size={size_bytes};mtime={last_updated_in_seconds!r}"
+    return str(SourceVersion.stat(size_bytes, last_updated_in_seconds))

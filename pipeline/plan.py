@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from chunkmill.carryover import PriorState
 from chunkmill.config import ChunkingConfig
 from chunkmill.document import attempt_key
 from chunkmill.extract import format_by_name
-from chunkmill.items import ListingError, PriorError, SourceFile
+from chunkmill.items import ListingError, PriorError, SourceFile, SourceVersion
 from chunkmill.pipeline.options import RunSettings
 from chunkmill.redact import redact_uri
 from chunkmill.transforms import storage, tables
@@ -105,10 +104,6 @@ SAMPLED_FORMATS = frozenset({"pdf"})
 SAMPLE_DOCUMENTS = 8
 SAMPLE_BYTES = 64 * 1024 * 1024
 
-# The object size in a source_version: "size=N;mtime=T" (local disk, Beam's stores) or
-# "etag=E;size=N" (S3); a GCS "gen=G" records none.
-_SIZE = re.compile(r"(?:^|;)size=(\d+)(?:;|$)")
-
 # ---------------------------------------------------------------------------------------------
 # Pure helpers
 
@@ -138,8 +133,8 @@ class PriorDoc:
 def size_of_version(version: str | None) -> int | None:
     """The object size recorded in a ``source_version`` (``size=N;mtime=T`` or
     ``etag=E;size=N``), or None (a GCS ``gen=G``)."""
-    m = _SIZE.search(version or "")
-    return int(m.group(1)) if m else None
+    parsed = SourceVersion.parse(version)
+    return None if parsed is None else parsed.size
 
 
 def format_of(uri: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.items import Listed, ListingError, Skipped, SourceFile, source_version
+from chunkmill.items import Listed, ListingError, Skipped, SourceFile, SourceVersion, source_version
 
 GCS = "gs"
 S3 = "s3"
@@ -621,7 +621,7 @@ Entry = tuple[str, int, str] | str
 def _gcs_level(pattern: str, base: str, billing_project: str | None) -> Iterator[Entry]:
     blobs = _gcs_bucket(pattern, billing_project).list_blobs(prefix=base, delimiter="/")
     for b in blobs:
-        yield b.name, int(b.size or 0), f"gen={b.generation}"
+        yield b.name, int(b.size or 0), str(SourceVersion.gcs(b.generation))
     # The client gathers the prefixes page by page; all are known once every page is read.
     yield from sorted(blobs.prefixes)
 
@@ -633,7 +633,7 @@ def _gcs_objects(
         prefix=prefix, delimiter=None if recursive else "/"
     )
     for b in blobs:
-        yield b.name, int(b.size or 0), f"gen={b.generation}"
+        yield b.name, int(b.size or 0), str(SourceVersion.gcs(b.generation))
 
 
 def _s3_request_payer(billing_project: str | None) -> dict[str, str]:
@@ -665,7 +665,7 @@ def _s3_level(pattern: str, base: str, billing_project: str | None) -> Iterator[
 
 def _s3_entry(o: dict[str, Any]) -> tuple[str, int, str]:
     size = int(o["Size"])
-    return o["Key"], size, f"etag={o['ETag'].strip(chr(34))};size={size}"
+    return o["Key"], size, str(SourceVersion.s3(o["ETag"], size))
 
 
 def _s3_objects(
@@ -687,10 +687,10 @@ def fsspec_version(info: dict[str, Any]) -> str | None:
     size and modification time; None when it has none of them."""
     size = int(info.get("size") or 0)
     if info.get("generation"):
-        return f"gen={info['generation']}"
+        return str(SourceVersion.gcs(info["generation"]))
     etag = info.get("ETag") or info.get("etag")
     if etag:
-        return f"etag={str(etag).strip(chr(34))};size={size}"
+        return str(SourceVersion.s3(str(etag), size))
     mtime: Any = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
     if hasattr(mtime, "timestamp"):  # a datetime (s3fs, adlfs)
         mtime = mtime.timestamp()
@@ -835,9 +835,8 @@ def _read_local(path: str, max_bytes: int | None, within: tuple[str, ...] | None
 
 
 def _generation(version: str | None) -> int | None:
-    if version and version.startswith("gen="):
-        return int(version[4:])
-    return None
+    parsed = SourceVersion.parse(version)
+    return None if parsed is None or parsed.generation is None else int(parsed.generation)
 
 
 def _read_gcs(uri: str, version: str | None, billing_project: str | None) -> bytes:
@@ -863,7 +862,8 @@ def _read_s3(
     from botocore.exceptions import ClientError
 
     bucket, key = split_bucket(uri)
-    etag = version[5:].split(";", 1)[0] if version and version.startswith("etag=") else None
+    parsed = SourceVersion.parse(version)
+    etag = None if parsed is None else parsed.etag
     kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, **_s3_request_payer(billing_project)}
     if etag:
         kwargs["IfMatch"] = f'"{etag}"'
