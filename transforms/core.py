@@ -71,7 +71,10 @@ _LIST_ERRORS = "list_errors"
 # Tags of the values grouped by hash bucket in the hash join.
 _CURRENT, _PRIOR = 0, 1
 
-ReadBytes = Callable[[str], bytes]
+# How ChunkCorpus reads a document: ``read(uri, listed version, max_bytes)``. A reader pins
+# the read to the listed version where its store can (raising ``storage.SourceChanged``
+# otherwise) and returns at most ``max_bytes + 1`` bytes (``storage.read_object``).
+ReadBytes = Callable[[str, str | None, int | None], bytes]
 
 
 # Reads a whole object from any store (local, gs://, s3://, fsspec), pinned to the version
@@ -301,16 +304,10 @@ class _ProcessDocuments(_PerBundle):
 
     def _read_and_process(self, item: WorkItem) -> document.DocOutcome:
         limit = self._config.limits.max_document_bytes
-        read: Any = self._read_bytes
         try:
-            if getattr(read, "bounds_reads", False):
-                # The listed size is not trusted: a file may have grown, or be a FIFO or a
-                # device whose listing said 0 bytes. The read itself stops past the limit.
-                data = read(item.uri, item.version, max_bytes=limit)
-            elif getattr(read, "pins_versions", False):
-                data = read(item.uri, item.version)
-            else:
-                data = read(item.uri)
+            # The listed size is not trusted: a file may have grown, or be a FIFO or a device
+            # whose listing said 0 bytes. The read itself stops past the limit.
+            data = self._read_bytes(item.uri, item.version, limit)
         except storage.LinkTargetMissing as e:  # checked before SourceVanished, its base
             return document.failed(item, "read", storage.LINK_TARGET_MISSING, str(e))
         except storage.SourceVanished as e:  # deleted since the listing
@@ -326,7 +323,7 @@ class _ProcessDocuments(_PerBundle):
         except Exception as e:  # permission denied, network: one document's loss
             message = storage.display_name(f"{type(e).__name__}: {e}")
             return document.failed(item, "read", "read_failed", message)
-        if len(data) > limit:  # a reader that does not bound its reads
+        if len(data) > limit:  # the byte past the limit: the document is over it
             return document.failed(item, "read", storage.TOO_LARGE, f"{len(data)} bytes")
         self._bytes_read.inc(len(data))
         _PROGRESS_READ.update(len(data))

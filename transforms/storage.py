@@ -896,10 +896,7 @@ def _read_fsspec(uri: str, version: str | None, max_bytes: int | None) -> bytes:
 
 class ObjectReader:
     """The default ``read_bytes`` of ``ChunkCorpus``: ``read_object`` as a picklable callable
-    that also takes the listed version (``pins_versions``)."""
-
-    pins_versions = True
-    bounds_reads = True  # takes max_bytes: see read_object
+    of the one signature every reader has, ``(uri, listed version, max_bytes)``."""
 
     def __init__(
         self, *, billing_project: str | None = None, within: tuple[str, ...] | None = None
@@ -907,9 +904,7 @@ class ObjectReader:
         self.billing_project = billing_project
         self.within = within  # see read_object; None: local symlinks are followed
 
-    def __call__(
-        self, uri: str, version: str | None = None, *, max_bytes: int | None = None
-    ) -> bytes:
+    def __call__(self, uri: str, version: str | None = None, max_bytes: int | None = None) -> bytes:
         return read_object(
             uri,
             version,

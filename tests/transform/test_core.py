@@ -23,7 +23,7 @@ class FakeStore:
     def __init__(self, objects: dict[str, bytes]) -> None:
         self.objects = objects
 
-    def __call__(self, uri: str) -> bytes:
+    def __call__(self, uri: str, version=None, max_bytes=None) -> bytes:
         try:
             return self.objects[uri]
         except KeyError:
@@ -210,7 +210,7 @@ def test_an_object_listed_twice_is_one_document():
 
 def test_unreadable_document_is_a_read_failed_error():
     class Vanishing(FakeStore):
-        def __call__(self, uri):
+        def __call__(self, uri, version=None, max_bytes=None):
             raise FileNotFoundError(uri)
 
     with TestPipeline(runner="FnApiRunner") as p:
@@ -228,7 +228,7 @@ def test_unreadable_document_is_a_read_failed_error():
 class ReadNothing:
     """A store that fails the test if anything is read from it."""
 
-    def __call__(self, uri: str) -> bytes:
+    def __call__(self, uri: str, version=None, max_bytes=None) -> bytes:
         raise AssertionError(f"{uri} was read")
 
 
@@ -284,7 +284,7 @@ SIGNED = "https://b.s3.amazonaws.com/c/s.md?X-Amz-Date={date}&X-Amz-Signature=SE
 class QuotingStore(FakeStore):
     """A store whose failures quote the URI, as HTTP clients' exceptions do."""
 
-    def __call__(self, uri: str) -> bytes:
+    def __call__(self, uri: str, version=None, max_bytes=None) -> bytes:
         if uri.endswith("fail"):
             raise PermissionError(f"403 Forbidden for url: {uri}")
         return super().__call__(uri)

@@ -21,12 +21,10 @@ class PinningStore:
     to the version it holds now (None: deleted); reads of another version fail as
     ``storage.read_object`` does."""
 
-    pins_versions = True
-
     def __init__(self, now: dict[str, str | None]) -> None:
         self.now = now
 
-    def __call__(self, uri: str, version: str | None = None) -> bytes:
+    def __call__(self, uri: str, version: str | None = None, max_bytes=None) -> bytes:
         current = self.now[uri]
         if current is None:
             raise storage.SourceVanished(f"{uri} no longer exists")
