@@ -275,8 +275,16 @@ def _death(code: int | None) -> ExtractionError:
 
 
 def _write_frame(stream: IO[bytes] | None, obj: Any) -> None:
+    _send(stream, _pickled(obj))
+
+
+def _pickled(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _send(stream: IO[bytes] | None, payload: bytes) -> None:
+    """One frame: ``payload``'s length, then ``payload``."""
     assert stream is not None
-    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(payload)))
     stream.write(payload)
     stream.flush()
@@ -320,10 +328,24 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+# Imported in the child before its memory limit is set: the parsers, and the modules a
+# request runs (decoding and chunking, and what they import, pyarrow included). Importing
+# them under the limit would spend the document's budget on loading libraries.
+_WARM_MODULES = (
+    "pypdf",
+    "pypdfium2",
+    "bs4",
+    "lxml.etree",
+    "docx",
+    "charset_normalizer",
+    "chunkmill.document",
+)
+
+
 def _warm_up() -> None:
-    """Imports the parsers before the memory limit is set, so the budget is what one
-    document may use, not what loading libpdfium or lxml costs."""
-    for module in ("pypdf", "pypdfium2", "bs4", "lxml.etree", "docx", "charset_normalizer"):
+    """Imports ``_WARM_MODULES`` before the memory limit is set, so the budget is what one
+    document may use, not what loading libpdfium, lxml or pyarrow costs."""
+    for module in _WARM_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
 
@@ -341,13 +363,20 @@ def _limit_memory(budget: int) -> None:
 
 
 def _serve() -> None:
-    """The child's loop: one request frame in, one reply frame out, until stdin closes."""
+    """The child's loop: one request frame in, one reply frame out, until stdin closes.
+
+    At the memory limit almost any Python operation can fail to allocate, and the
+    ``MemoryError`` keeps the failed call's frames (and the memory they hold) alive while it
+    is handled. So the handler only sets a flag: leaving the ``except`` block drops the
+    exception and its frames, and the reply is built after that, from a frame made before
+    the limit was set."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a parser's print() must not corrupt the protocol
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
     target, memory_bytes = _read_frame(inp)
     _warm_up()
+    out_of_memory = _pickled(_memory_reply(memory_bytes))
     _limit_memory(memory_bytes)
     _write_frame(out, ("ready",))
     while True:
@@ -355,23 +384,29 @@ def _serve() -> None:
             fn, path, data, options = _read_frame(inp)
         except EOFError:
             return
-        fatal = False
+        reply: tuple[Any, ...] | None = None
         try:
-            reply: tuple[Any, ...] = ("ok", (fn or target)(path, data, **options))
+            reply = ("ok", (fn or target)(path, data, **options))
         except ExtractionError as e:
             reply = ("error", e.reason, e.message)
         except MemoryError:
-            reply, fatal = _memory_reply(memory_bytes), True
+            pass  # reply stays None; nothing may be allocated until the frames are freed
         except Exception as e:  # a parser bug costs this document only
             reply = ("error", "corrupt", f"{type(e).__name__}: {e}")
         del data
-        try:
-            _write_frame(out, reply)
-        except MemoryError:  # e.g. pickling a huge text
-            _write_frame(out, _memory_reply(memory_bytes))
-            fatal = True
-        if fatal:
-            return
+        if reply is not None:
+            try:
+                payload = _pickled(reply)
+            except MemoryError:  # e.g. pickling a huge text
+                payload = None
+            del reply
+            if payload is not None:
+                _send(out, payload)
+                continue
+        # Out of memory: a fragmented heap or a half-initialised C library is not
+        # trusted with the next document. The parent starts a fresh child.
+        _send(out, out_of_memory)
+        return
 
 
 def _memory_reply(memory_bytes: int) -> tuple[str, str, str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import carryover, ids
+from chunkmill import carryover, ids, prior_summary
 from chunkmill.carryover import PriorState
 from chunkmill.config import ChunkingConfig
 from chunkmill.document import attempt_key
@@ -330,7 +330,7 @@ _PRIOR_COLUMNS = [
 
 
 def summarise_prior(batches: Iterable[pa.Table]) -> pa.Table:
-    """One row per prior document (``carryover.summarise``, with the token and new-chunk
+    """One row per prior document (``prior_summary.summarise``, with the token and new-chunk
     sums pricing needs) from manifest batches with the columns ``_PRIOR_COLUMNS``; a
     document's rows may be spread over any number of batches."""
     parts: list[pa.Table] = []
@@ -342,13 +342,13 @@ def summarise_prior(batches: Iterable[pa.Table]) -> pa.Table:
             "new_rows": pc.cast(t["is_new"], pa.int64()),
             "new_tokens": pc.if_else(t["is_new"], tokens, 0),
         }
-        parts.append(carryover.summarise(t, sums=sums, firsts=["doc_format"]))
+        parts.append(prior_summary.summarise(t, sums=sums, firsts=["doc_format"]))
         part_rows += parts[-1].num_rows
         if part_rows >= compact_at:
-            parts = [carryover.merge(parts)]
+            parts = [prior_summary.merge(parts)]
             part_rows = parts[0].num_rows
             compact_at = max(_COMPACT_ROWS, 2 * part_rows)
-    return carryover.merge(parts) if parts else EMPTY_SUMMARY
+    return prior_summary.merge(parts) if parts else EMPTY_SUMMARY
 
 
 def _empty_summary() -> pa.Table:
@@ -363,7 +363,7 @@ EMPTY_SUMMARY = _empty_summary()
 
 def _prior_docs(summary: pa.Table, fingerprint: str) -> dict[str, PriorDoc]:
     """The ``PriorDoc`` of every document of ``summary``, by doc_id."""
-    states = carryover.states(summary)
+    states = prior_summary.states(summary)
     return {
         doc: PriorDoc(state, state.fingerprint == fingerprint, tokens, new_rows, new_tokens, fmt)
         for doc, state, tokens, new_rows, new_tokens, fmt in zip(

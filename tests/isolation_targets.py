@@ -71,3 +71,13 @@ def environment(path: str, data: bytes, **options: Any) -> Extracted:
     import json
 
     return Extracted(text=json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}), format="text")
+
+
+def exhaust(path: str, data: bytes, **options: Any) -> Extracted:
+    """A parser that fills its heap with small objects on ``b"exhaust"``: at the limit, even
+    a small allocation fails, until the parser's frames are gone."""
+    if data == b"exhaust":
+        cells: list[list[int]] = []
+        while True:
+            cells.append([len(cells)])
+    return whose(path, data, **options)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import carryover, schema
+from chunkmill import carryover, prior_summary, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
 
@@ -140,8 +140,8 @@ def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     """``(doc_id, PriorSummary)`` for every document with rows in ``table`` (one part)."""
     if table.num_rows == 0:
         return []
-    g = carryover.summarise(table)
-    shared = {name: carryover.shared(g, name).to_pylist() for name in carryover.SHARED_COLUMNS}
+    g = prior_summary.summarise(table)
+    shared = {name: prior_summary.shared(g, name).to_pylist() for name in carryover.SHARED_COLUMNS}
     return [
         (doc, PriorSummary(part, rows, version, fingerprint, sha, uri))
         for doc, rows, version, fingerprint, sha, uri in zip(

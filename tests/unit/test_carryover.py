@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chunkmill import carryover
+from chunkmill import carryover, prior_summary
 from chunkmill.carryover import CHANGED, KNOWN_FAILED, NEW, UNCHANGED, PriorState
 from chunkmill.items import PriorError, PriorSummary
 
@@ -81,13 +81,13 @@ def test_summaries_of_batches_merge_into_the_summary_of_the_whole(rows, split):
 
     def summary(rs):
         t = table(rs)
-        return carryover.summarise(t, sums={"n": pa.array([r[3] for r in rs], pa.int64())})
+        return prior_summary.summarise(t, sums={"n": pa.array([r[3] for r in rs], pa.int64())})
 
     whole = summary(rows)
-    merged = carryover.merge([summary(rows[i : i + split]) for i in range(0, len(rows), split)])
+    merged = prior_summary.merge([summary(rows[i : i + split]) for i in range(0, len(rows), split)])
 
     def by_doc(t):
-        states = carryover.states(t)
+        states = prior_summary.states(t)
         columns = zip(t["doc_id"].to_pylist(), states, t["n"].to_pylist(), strict=True)
         return {d: (s, n) for d, s, n in columns}
 

@@ -204,7 +204,7 @@ def _isolated_run(data: bytes, limits, uri: str = URI, config: ChunkingConfig = 
 
 
 @pytest.mark.parametrize(
-    ("memory_mb", "timeout", "reason"), [(128, 600.0, "memory"), (4096, 0.5, "timeout")]
+    ("memory_mb", "timeout", "reason"), [(128, 120.0, "memory"), (4096, 0.5, "timeout")]
 )
 def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeout, reason):
     from chunkmill.isolation import Limits
@@ -215,6 +215,17 @@ def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeou
     assert out.status == document.FAILED
     assert (out.error["stage"], out.error["reason"]) == ("chunk", reason)
     assert out.error["content_sha256"] == ids.sha256_hex(data)
+
+
+def test_a_long_document_gets_the_whole_memory_budget_in_the_child():
+    # What a request runs is imported before the child's limit is set, so a document that
+    # needs less than the budget is chunked, even the first one in a fresh child.
+    from chunkmill.isolation import Limits
+
+    data = paragraphs(*(f"word{i} " * 30 for i in range(1500)))
+    assert len(data) > document.CHUNK_IN_CHILD_ABOVE
+    out = _isolated_run(data, Limits(memory_mb=48), config=SECTIONS)
+    assert out.status == document.PROCESSED, out.error
 
 
 @pytest.mark.parametrize("uri", ["/corpus/long.md", "/corpus/long.html"])

@@ -47,10 +47,15 @@ def test_hanging_parser_is_killed_by_the_time_budget_and_the_next_document_goes_
     assert iso.starts == 2
 
 
-def test_memory_hungry_parser_is_stopped_by_the_memory_budget() -> None:
-    with isolated(targets.allocate, memory_mb=64) as iso:
+@pytest.mark.parametrize(
+    ("target", "data"), [(targets.allocate, b"allocate"), (targets.exhaust, b"exhaust")]
+)
+def test_memory_hungry_parser_is_stopped_by_the_memory_budget(target, data) -> None:
+    # Large blocks, or a heap full of small objects where even the reply's allocation fails
+    # until the parser's frames are gone.
+    with isolated(target, memory_mb=64) as iso:
         with pytest.raises(ExtractionError) as info:
-            iso("huge.pdf", b"allocate")
+            iso("huge.pdf", data)
         assert info.value.reason == "memory"
         assert "64 MB" in info.value.message
         assert iso("next.pdf", b"fine").text.startswith("pid=")

@@ -101,6 +101,16 @@ def test_importing_the_pure_core_loads_no_beam():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_per_document_code_loads_no_pyarrow():
+    # It runs in every parser child too: pyarrow there would cost each child its memory.
+    code = (
+        "import sys, chunkmill.document, chunkmill.chunking, chunkmill.extract\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'numpy')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_module_is_named_after_one_of_the_standard_library():
     names = {
         p.stem

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chunkmill import carryover, ids
+from chunkmill import carryover, ids, prior_summary
 from chunkmill.config import ChunkingConfig
 from chunkmill.isolation import Limits
 from chunkmill.items import SourceFile
@@ -338,7 +338,7 @@ def test_summary_of_real_manifest_rows():
     (row,) = summary.to_pylist()
     assert row["rows"] == len(rows) > 1
     assert row["tokens"] == sum(r["token_count"] for r in rows)
-    assert carryover.shared(summary, "config_fingerprint").to_pylist() == [FP]
+    assert prior_summary.shared(summary, "config_fingerprint").to_pylist() == [FP]
 
 
 def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(monkeypatch):
