@@ -28,9 +28,10 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
+from chunkmill import stores
 from chunkmill.pipeline import graph, runners
 from chunkmill.pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
-from chunkmill.transforms import runstate, storage, tables
+from chunkmill.transforms import runstate, tables
 
 # Runners that execute the pipeline inside this process.
 LOCAL_RUNNERS = frozenset(
@@ -111,7 +112,7 @@ def claim(settings: RunSettings) -> RunSettings:
         path = runstate.claim_path(settings.output, settings.run_id)
         raise UsageError(
             f"argument --output: cannot claim {path}: {type(e).__name__}: "
-            f"{storage.first_line(str(e))}"
+            f"{stores.first_line(str(e))}"
         ) from None
     return dataclasses.replace(settings, run_id=made.run_id)
 

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import schema
+from chunkmill import schema, stores
 from chunkmill.pipeline import options
 from chunkmill.pipeline.options import RunSettings, UsageError
 from chunkmill.transforms import runstate, storage, tables
@@ -290,18 +290,18 @@ def check_buckets(inputs: Sequence[str], output: str, billing_project: str | Non
     line naming the bucket and what was denied, before a graph is built."""
     seen: set[str] = set()
     for uri in (*inputs, output):
-        if storage.kind(uri) not in ("gcs", "s3") or storage.bucket_url(uri) in seen:
+        if storage.kind(uri) != "object" or storage.bucket_url(uri) in seen:
             continue
         seen.add(storage.bucket_url(uri))
         flag = "--output" if uri == output else "--input"
         try:
             storage.check_bucket(uri, billing_project if flag == "--input" else None)
-        except storage.StoreAccessError as e:
+        except stores.StoreAccessError as e:
             raise UsageError(f"argument {flag}: {e}") from None
         except Exception as e:  # no credentials, no network: still one line
             raise UsageError(
                 f"argument {flag}: cannot reach {storage.bucket_url(uri)}: "
-                f"{type(e).__name__}: {storage.first_line(str(e))}"
+                f"{type(e).__name__}: {stores.first_line(str(e))}"
             ) from None
 
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
-from chunkmill import carryover, document, ids, isolation, schema
+from chunkmill import carryover, document, ids, isolation, schema, stores
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.items import (
     KEEP,
@@ -72,7 +72,7 @@ _LIST_ERRORS = "list_errors"
 _CURRENT, _PRIOR = 0, 1
 
 # How ChunkCorpus reads a document: ``read(uri, listed version, max_bytes)``. A reader pins
-# the read to the listed version where its store can (raising ``storage.SourceChanged``
+# the read to the listed version where its store can (raising ``stores.SourceChanged``
 # otherwise) and returns at most ``max_bytes + 1`` bytes (``storage.read_object``).
 ReadBytes = Callable[[str, str | None, int | None], bytes]
 
@@ -308,17 +308,17 @@ class _ProcessDocuments(_PerBundle):
             # The listed size is not trusted: a file may have grown, or be a FIFO or a device
             # whose listing said 0 bytes. The read itself stops past the limit.
             data = self._read_bytes(item.uri, item.version, limit)
-        except storage.LinkTargetMissing as e:  # checked before SourceVanished, its base
+        except stores.LinkTargetMissing as e:  # checked before SourceVanished, its base
             return document.failed(item, "read", storage.LINK_TARGET_MISSING, str(e))
-        except storage.SourceVanished as e:  # deleted since the listing
+        except stores.SourceVanished as e:  # deleted since the listing
             return document.failed(item, "read", storage.VANISHED, str(e))
-        except storage.SourceChanged as e:  # overwritten since the listing: read next run
+        except stores.SourceChanged as e:  # overwritten since the listing: read next run
             return document.failed(item, "read", storage.CHANGED, str(e))
         except storage.SymlinkOutsideInput as e:  # swapped after the listing
             return document.failed(item, "read", storage.SYMLINK_OUTSIDE_INPUT, str(e))
-        except storage.NotRegularFile as e:
+        except stores.NotRegularFile as e:
             return document.failed(item, "read", storage.NOT_REGULAR, str(e))
-        except storage.SourceTooLarge as e:
+        except stores.SourceTooLarge as e:
             return document.failed(item, "read", storage.TOO_LARGE, str(e))
         except Exception as e:  # permission denied, network: one document's loss
             message = storage.display_name(f"{type(e).__name__}: {e}")

@@ -24,7 +24,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import schema
+from chunkmill import schema, stores
 from chunkmill.transforms import storage
 
 SUCCESS = "_SUCCESS"
@@ -167,7 +167,7 @@ def read_latest(output: str, *, alternative: str | None = None) -> str | None:
         problem = "a folder"
     except Exception as e:  # permission, network: say so in one line, still how to mend
         raise BadLatest(
-            f"{path} cannot be read ({type(e).__name__}: {storage.first_line(str(e))}); "
+            f"{path} cannot be read ({type(e).__name__}: {stores.first_line(str(e))}); "
             + _mend(output, alternative)
         ) from None
     if problem is None:

@@ -14,7 +14,6 @@ import errno
 import os
 import re
 import stat
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,17 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from chunkmill import stores
 from chunkmill.items import Listed, ListingError, Skipped, SourceFile, SourceVersion, source_version
+from chunkmill.stores import (
+    LinkTargetMissing,
+    NotRegularFile,
+    ObjectStore,
+    SourceChanged,
+    SourceTooLarge,
+    SourceVanished,
+    first_line,
+)
 
 GCS = "gs"
 S3 = "s3"
@@ -104,30 +113,6 @@ def is_not_text(name: str) -> bool:
     return dot > 0 and base[dot:] in _NOT_TEXT_EXTENSIONS
 
 
-class SourceVanished(FileNotFoundError):
-    """The object was listed but is gone when read."""
-
-
-class SourceChanged(Exception):
-    """The object was overwritten between listing and reading; nothing of it was used."""
-
-
-class LinkTargetMissing(FileNotFoundError):
-    """A symlink whose target does not exist: the document keeps its prior rows."""
-
-
-class NotRegularFile(OSError):
-    """The path names a FIFO, device, socket or folder, which is never read."""
-
-
-class SourceTooLarge(Exception):
-    """The object holds more bytes than the read was allowed to take."""
-
-
-class StoreAccessError(Exception):
-    """A bucket that does not exist or may not be read: a one-line message naming both."""
-
-
 @dataclass(frozen=True)
 class Shard:
     """One unit of listing work: the objects under ``prefix`` (all of them when
@@ -146,15 +131,24 @@ def scheme(uri: str) -> str:
 
 
 def kind(uri: str) -> str:
-    """Which code lists and reads ``uri``: ``gcs``, ``s3``, ``beam`` or ``fsspec``."""
+    """How ``uri`` is listed and read: ``object`` (a bucket store of ``chunkmill.stores``:
+    GCS, S3), ``beam`` (local disk and the other stores Beam's FileSystems own) or
+    ``fsspec`` (any other protocol)."""
     s = scheme(uri)
-    if s == GCS:
-        return "gcs"
-    if s == S3:
-        return "s3"
+    if s in stores.schemes():
+        return "object"
     if s in ("", "file") or s in _BEAM_SCHEMES:
         return "beam"
     return "fsspec"
+
+
+def object_store(uri: str, billing_project: str | None = None) -> ObjectStore:
+    """The store of an ``object`` URI."""
+    if scheme(uri) == GCS:
+        # Beam's GcsIO in this (worker) process, which writes the tables, connects to an
+        # emulator anonymously too.
+        use_anonymous_gcs_for_emulator()
+    return stores.object_store(scheme(uri), billing_project)
 
 
 def split_bucket(uri: str) -> tuple[str, str]:
@@ -325,42 +319,6 @@ def is_directory_marker(name: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Clients: one per process and setting, made on first use (workers never unpickle one).
 
-_CLIENTS: dict[tuple[str, str | None], Any] = {}
-_LOCK = threading.Lock()
-
-# S3 retries: botocore's "standard" mode retries throttling (429, SlowDown) and 5xx with
-# exponential backoff and jitter; ten attempts ride out a few seconds of throttling.
-_S3_MAX_ATTEMPTS = 10
-
-
-def _gcs_client() -> Any:
-    with _LOCK:
-        client = _CLIENTS.get(("gcs", None))
-        if client is None:
-            from google.cloud import storage  # type: ignore[attr-defined]
-
-            # With STORAGE_EMULATOR_HOST set the client talks to the emulator anonymously;
-            # otherwise Application Default Credentials. Beam's GcsIO in this (worker)
-            # process, which writes the tables, likewise.
-            use_anonymous_gcs_for_emulator()
-            client = _CLIENTS[("gcs", None)] = storage.Client()
-        return client
-
-
-def _s3_client() -> Any:
-    with _LOCK:
-        client = _CLIENTS.get(("s3", None))
-        if client is None:
-            import boto3
-            from botocore.config import Config
-
-            # The endpoint, region and credentials come from the standard AWS places
-            # (AWS_ENDPOINT_URL, AWS_REGION, ~/.aws, instance roles).
-            client = _CLIENTS[("s3", None)] = boto3.session.Session().client(
-                "s3", config=Config(retries={"mode": "standard", "max_attempts": _S3_MAX_ATTEMPTS})
-            )
-        return client
-
 
 def use_anonymous_gcs_for_emulator() -> None:
     """With ``STORAGE_EMULATOR_HOST`` set, make Beam's GcsIO connect anonymously too.
@@ -397,8 +355,7 @@ def plan(
     A listing that fails is a ``ListingError`` naming the prefix, never an exception.
     """
     pattern = folder_pattern(pattern)
-    k = kind(pattern)
-    if k not in ("gcs", "s3"):
+    if kind(pattern) != "object":
         yield Shard(pattern, billing_project=billing_project)
         return
     bucket, key = split_bucket(pattern)
@@ -411,12 +368,12 @@ def plan(
     rest = key[prefix.rfind("/") + 1 :]
     descend = "/" in rest or "**" in rest  # e.g. not docs/*.md: nothing below can match
     match = _matcher(key).fullmatch
-    level = _gcs_level if k == "gcs" else _s3_level
+    store = object_store(pattern, billing_project)
     root = pattern_root(pattern)
     found: list[SourceFile] = []
     try:
         # The delimiter listing groups names under the fixed prefix by their next "/".
-        for entry in level(pattern, prefix, billing_project):
+        for entry in store.list_level(bucket, prefix):
             if isinstance(entry, str):
                 if descend:
                     yield Shard(pattern, entry, True, billing_project)
@@ -447,12 +404,10 @@ def list_shard(item: Shard | Listed, rules: ListingRules = DEFAULT_RULES) -> Ite
     bucket, key = split_bucket(shard.pattern)
     match = _matcher(key).fullmatch
     prefix = shard.prefix or ""
-    listing = _gcs_objects if k == "gcs" else _s3_objects
+    store = object_store(shard.pattern, shard.billing_project)
     found: list[SourceFile] = []
     try:
-        for name, size, version in listing(
-            shard.pattern, prefix, shard.recursive, shard.billing_project
-        ):
+        for name, size, version in store.list_prefix(bucket, prefix, shard.recursive):
             if not is_directory_marker(name) and match(name):
                 found.append(
                     SourceFile(f"{scheme(shard.pattern)}://{bucket}/{name}", size, version)
@@ -609,73 +564,6 @@ def _local_entry(
     yield SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
 
 
-def _gcs_bucket(uri: str, billing_project: str | None) -> Any:
-    return _gcs_client().bucket(split_bucket(uri)[0], user_project=billing_project)
-
-
-# One level of a delimiter listing: objects directly under ``base`` as (name, size,
-# version), and the sub-prefixes as strings.
-Entry = tuple[str, int, str] | str
-
-
-def _gcs_level(pattern: str, base: str, billing_project: str | None) -> Iterator[Entry]:
-    blobs = _gcs_bucket(pattern, billing_project).list_blobs(prefix=base, delimiter="/")
-    for b in blobs:
-        yield b.name, int(b.size or 0), str(SourceVersion.gcs(b.generation))
-    # The client gathers the prefixes page by page; all are known once every page is read.
-    yield from sorted(blobs.prefixes)
-
-
-def _gcs_objects(
-    pattern: str, prefix: str, recursive: bool, billing_project: str | None
-) -> Iterator[tuple[str, int, str]]:
-    blobs = _gcs_bucket(pattern, billing_project).list_blobs(
-        prefix=prefix, delimiter=None if recursive else "/"
-    )
-    for b in blobs:
-        yield b.name, int(b.size or 0), str(SourceVersion.gcs(b.generation))
-
-
-def _s3_request_payer(billing_project: str | None) -> dict[str, str]:
-    # S3 bills the requester's own account; the flag only says "I agree to pay".
-    return {"RequestPayer": "requester"} if billing_project else {}
-
-
-def _s3_pages(
-    pattern: str, prefix: str, delimiter: str | None, billing_project: str | None
-) -> Iterator[dict[str, Any]]:
-    bucket, _ = split_bucket(pattern)
-    kwargs: dict[str, Any] = {
-        "Bucket": bucket,
-        "Prefix": prefix,
-        **_s3_request_payer(billing_project),
-    }
-    if delimiter:
-        kwargs["Delimiter"] = delimiter
-    yield from _s3_client().get_paginator("list_objects_v2").paginate(**kwargs)
-
-
-def _s3_level(pattern: str, base: str, billing_project: str | None) -> Iterator[Entry]:
-    for page in _s3_pages(pattern, base, "/", billing_project):
-        for o in page.get("Contents", []):
-            yield _s3_entry(o)
-        for p in page.get("CommonPrefixes", []):
-            yield p["Prefix"]
-
-
-def _s3_entry(o: dict[str, Any]) -> tuple[str, int, str]:
-    size = int(o["Size"])
-    return o["Key"], size, str(SourceVersion.s3(o["ETag"], size))
-
-
-def _s3_objects(
-    pattern: str, prefix: str, recursive: bool, billing_project: str | None
-) -> Iterator[tuple[str, int, str]]:
-    for page in _s3_pages(pattern, prefix, None if recursive else "/", billing_project):
-        for o in page.get("Contents", []):
-            yield _s3_entry(o)
-
-
 def _fsspec_fs(uri: str) -> tuple[Any, str]:
     import fsspec
 
@@ -749,10 +637,9 @@ def read_object(
     the name: a ``.gz`` document is bytes to extract.
     """
     k = kind(uri)
-    if k == "gcs":
-        data = _read_gcs(uri, version, billing_project)
-    elif k == "s3":
-        data = _read_s3(uri, version, billing_project, max_bytes)
+    if k == "object":
+        bucket, key = split_bucket(uri)
+        data = object_store(uri, billing_project).read(bucket, key, version, max_bytes)
     elif k == "fsspec":
         data = _read_fsspec(uri, version, max_bytes)
     elif scheme(uri) == "":
@@ -834,63 +721,16 @@ def _read_local(path: str, max_bytes: int | None, within: tuple[str, ...] | None
         return b"".join(chunks)
 
 
-def _generation(version: str | None) -> int | None:
-    parsed = SourceVersion.parse(version)
-    return None if parsed is None or parsed.generation is None else int(parsed.generation)
-
-
-def _read_gcs(uri: str, version: str | None, billing_project: str | None) -> bytes:
-    from google.api_core import exceptions
-
-    generation = _generation(version)
-    blob = _gcs_bucket(uri, billing_project).blob(split_bucket(uri)[1])
-    try:
-        # Retried on 429/5xx by the client's default policy; the precondition makes every
-        # chunk of a large download come from the listed generation.
-        return blob.download_as_bytes(if_generation_match=generation)
-    except exceptions.NotFound:
-        raise SourceVanished(f"{uri} no longer exists") from None
-    except exceptions.PreconditionFailed:
-        raise SourceChanged(
-            f"{uri} was overwritten after generation {generation} was listed"
-        ) from None
-
-
-def _read_s3(
-    uri: str, version: str | None, billing_project: str | None, max_bytes: int | None
-) -> bytes:
-    from botocore.exceptions import ClientError
-
-    bucket, key = split_bucket(uri)
-    parsed = SourceVersion.parse(version)
-    etag = None if parsed is None else parsed.etag
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, **_s3_request_payer(billing_project)}
-    if etag:
-        kwargs["IfMatch"] = f'"{etag}"'
-    try:
-        body = _s3_client().get_object(**kwargs)["Body"]
-        try:
-            return body.read() if max_bytes is None else body.read(max_bytes + 1)
-        finally:
-            body.close()
-    except ClientError as e:
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        if code in ("NoSuchKey", "404", "NotFound"):
-            raise SourceVanished(f"{uri} no longer exists") from None
-        if code in ("PreconditionFailed", "412"):
-            raise SourceChanged(f"{uri} was overwritten after ETag {etag} was listed") from None
-        raise
-
-
 def _read_fsspec(uri: str, version: str | None, max_bytes: int | None) -> bytes:
     fs, path = _fsspec_fs(uri)
     try:
         data = fs.cat_file(path, start=0, end=None if max_bytes is None else max_bytes + 1)
     except FileNotFoundError:
         raise SourceVanished(f"{uri} no longer exists") from None
-    listed = re.search(r"size=(\d+)", version or "")
-    if listed and int(listed.group(1)) != len(data) and not (max_bytes and len(data) > max_bytes):
-        raise SourceChanged(f"{uri} is {len(data)} bytes now, {listed.group(1)} when listed")
+    listed = SourceVersion.parse(version)
+    size = None if listed is None else listed.size
+    if size is not None and size != len(data) and not (max_bytes and len(data) > max_bytes):
+        raise SourceChanged(f"{uri} is {len(data)} bytes now, {size} when listed")
     return bytes(data)
 
 
@@ -921,49 +761,8 @@ class ObjectReader:
 def check_bucket(uri: str, billing_project: str | None = None) -> None:
     """Raises ``StoreAccessError`` (one line naming the bucket and what was denied) when the
     bucket of ``uri`` does not exist or cannot be listed; does nothing for other stores."""
-    k = kind(uri)
-    if k == "gcs":
-        _check_gcs(uri, billing_project)
-    elif k == "s3":
-        _check_s3(uri)
-
-
-def _check_gcs(uri: str, billing_project: str | None) -> None:
-    from google.api_core import exceptions
-
-    name = bucket_url(uri)
-    try:
-        next(iter(_gcs_bucket(uri, billing_project).list_blobs(max_results=1)), None)
-    except exceptions.NotFound:
-        raise StoreAccessError(f"bucket {name} does not exist") from None
-    except exceptions.Forbidden as e:
-        raise StoreAccessError(
-            f"permission denied on bucket {name}: listing objects (storage.objects.list): "
-            f"{first_line(e.message)}"
-        ) from None
-
-
-def _check_s3(uri: str) -> None:
-    from botocore.exceptions import ClientError
-
-    name = bucket_url(uri)
-    try:
-        _s3_client().head_bucket(Bucket=split_bucket(uri)[0])
-    except ClientError as e:
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        if code in ("404", "NoSuchBucket", "NotFound"):
-            raise StoreAccessError(f"bucket {name} does not exist") from None
-        if code in ("403", "AccessDenied", "Forbidden"):
-            raise StoreAccessError(
-                f"permission denied on bucket {name}: s3:ListBucket (HeadBucket)"
-            ) from None
-        raise
-
-
-def first_line(text: str | None) -> str:
-    """The first line of a client library's message (they append details and tracebacks)."""
-    stripped = (text or "").strip()
-    return stripped.splitlines()[0] if stripped else ""
+    if kind(uri) == "object":
+        object_store(uri, billing_project).check(split_bucket(uri)[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -973,7 +772,7 @@ def first_line(text: str | None) -> str:
 def creates_atomically(uri: str) -> bool:
     """Whether ``create_if_absent`` is atomic on the store of ``uri``: local disk, GCS and S3.
     Elsewhere it checks, then writes, and two writers in the same instant can both win."""
-    return scheme(uri) in ("", GCS, S3)
+    return scheme(uri) == "" or kind(uri) == "object"
 
 
 def create_if_absent(uri: str, data: bytes) -> bool:
@@ -981,13 +780,11 @@ def create_if_absent(uri: str, data: bytes) -> bool:
     created it. Local disk: ``O_CREAT | O_EXCL``; GCS: ``if_generation_match=0``; S3:
     ``If-None-Match: *``. Other stores: an existence check, then a write (not atomic, see
     ``creates_atomically``)."""
-    s = scheme(uri)
-    if s == "":
+    if scheme(uri) == "":
         return _create_local(uri, data)
-    if s == GCS:
-        return _create_gcs(uri, data)
-    if s == S3:
-        return _create_s3(uri, data)
+    if kind(uri) == "object":
+        bucket, key = split_bucket(uri)
+        return object_store(uri).create_if_absent(bucket, key, data)
     if FileSystems.exists(uri):
         return False
     with FileSystems.create(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -1003,32 +800,4 @@ def _create_local(path: str, data: bytes) -> bool:
         return False
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    return True
-
-
-def _create_gcs(uri: str, data: bytes) -> bool:
-    from google.api_core import exceptions
-
-    bucket, key = split_bucket(uri)
-    blob = _gcs_client().bucket(bucket).blob(key)
-    try:
-        # Generation 0 means "no live object": GCS refuses the upload if one exists.
-        blob.upload_from_string(data, if_generation_match=0)
-    except exceptions.PreconditionFailed:
-        return False
-    return True
-
-
-def _create_s3(uri: str, data: bytes) -> bool:
-    from botocore.exceptions import ClientError
-
-    bucket, key = split_bucket(uri)
-    try:
-        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-    except ClientError as e:
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        # 412: the object exists; 409: another conditional write of it is in flight.
-        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-            return False
-        raise
     return True

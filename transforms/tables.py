@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from chunkmill import schema
+from chunkmill import schema, stores
 from chunkmill.items import PriorError
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import prior, storage
@@ -136,7 +136,7 @@ def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
             "prior errors file %s is unreadable (%s: %s); its documents are tried again",
             path,
             type(e).__name__,
-            storage.first_line(str(e)),
+            stores.first_line(str(e)),
         )
         return
     columns = {

@@ -113,10 +113,10 @@ def store_env(env: dict[str, str]) -> Iterator[None]:
     Beam made before (and again after), so none of them talks to the wrong endpoint."""
     from apache_beam.internal.gcp import auth
 
-    from chunkmill.transforms import storage
+    from chunkmill import stores as chunkmill_stores
 
     def reset() -> None:
-        storage._CLIENTS.clear()
+        chunkmill_stores.reset_clients()
         auth._Credentials._credentials_init = False
         auth._Credentials._credentials = None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chunkmill import ids, schema
+from chunkmill import ids, schema, stores
 from chunkmill.pipeline.cli import main
 from chunkmill.transforms import storage, tables
 from tests.e2e.stores import comparable, read_table, s3_emulator, s3_env, store_env
@@ -126,10 +126,10 @@ def test_read_is_pinned_to_the_listed_etag(s3):
     (listed,) = [f for x in storage.plan(f"s3://{BUCKET}/docs/*") for f in storage.list_shard(x)]
     assert storage.read_object(listed.uri, listed.version) == b"first version"
     s3.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"second version, longer")
-    with pytest.raises(storage.SourceChanged, match="overwritten"):
+    with pytest.raises(stores.SourceChanged, match="overwritten"):
         storage.read_object(listed.uri, listed.version)
     s3.delete_object(Bucket=BUCKET, Key="docs/a.md")
-    with pytest.raises(storage.SourceVanished):
+    with pytest.raises(stores.SourceVanished):
         storage.read_object(listed.uri, listed.version)
 
 

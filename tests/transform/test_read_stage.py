@@ -8,8 +8,8 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from chunkmill import stores
 from chunkmill.items import SourceFile
-from chunkmill.transforms import storage
 from chunkmill.transforms.core import ChunkCorpus
 from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
 
@@ -27,9 +27,9 @@ class PinningStore:
     def __call__(self, uri: str, version: str | None = None, max_bytes=None) -> bytes:
         current = self.now[uri]
         if current is None:
-            raise storage.SourceVanished(f"{uri} no longer exists")
+            raise stores.SourceVanished(f"{uri} no longer exists")
         if version != current:
-            raise storage.SourceChanged(f"{uri} was overwritten after {version} was listed")
+            raise stores.SourceChanged(f"{uri} was overwritten after {version} was listed")
         return DATA
 
 

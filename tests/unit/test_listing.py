@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from chunkmill import stores
 from chunkmill.items import ListingError, Skipped, SourceFile
+from chunkmill.stores.memory import MemoryStore
 from chunkmill.transforms import storage
 from tests.helpers import AS_NOBODY
 
@@ -152,9 +154,9 @@ def test_a_read_refuses_a_fifo_and_stops_past_the_byte_limit(tmp_path: Path):
     if reader.is_alive():  # unblock the thread so the test process can end
         with open(tmp_path / "doc.md", "wb"):
             pass
-    assert result and isinstance(result[0], storage.NotRegularFile)
+    assert result and isinstance(result[0], stores.NotRegularFile)
     (tmp_path / "big.md").write_bytes(b"x" * 100)
-    with pytest.raises(storage.SourceTooLarge):
+    with pytest.raises(stores.SourceTooLarge):
         storage.read_object(str(tmp_path / "big.md"), None, max_bytes=10)
     assert storage.read_object(str(tmp_path / "big.md"), None, max_bytes=100) == b"x" * 100
 
@@ -191,7 +193,7 @@ def test_a_dangling_symlink_is_listed_and_its_read_says_so(tmp_path: Path):
     (tmp_path / "link.md").symlink_to(tmp_path / "target.md")
     (tmp_path / "target.md").unlink()
     assert uris(f"{tmp_path}/**") == [f"{tmp_path}/link.md"]
-    with pytest.raises(storage.LinkTargetMissing):
+    with pytest.raises(stores.LinkTargetMissing):
         storage.read_object(f"{tmp_path}/link.md", None)
 
 
@@ -205,17 +207,29 @@ def test_the_output_is_excluded_by_its_real_path(tmp_path: Path):
     assert uris(f"{tmp_path}/in/**", rules) == [f"{tmp_path}/in/doc.md"]
 
 
-def test_an_object_store_shard_that_fails_is_a_listing_error(monkeypatch):
-    def fail(*_):
-        yield ("docs/a/x.md", 1, "gen=1")
-        raise RuntimeError("503 backend error")
+class FailingMidway(MemoryStore):
+    """Lists the first object of a prefix, then fails, as a store does on a 503."""
 
-    monkeypatch.setattr(storage, "_gcs_objects", fail)
-    got = list(storage.list_shard(storage.Shard("gs://bk/docs/**", "docs/a/", True)))
+    def list_prefix(self, bucket, prefix, recursive):
+        for i, entry in enumerate(super().list_prefix(bucket, prefix, recursive)):
+            if i == 1:
+                raise RuntimeError("503 backend error")
+            yield entry
+
+
+def test_an_object_store_shard_that_fails_is_a_listing_error():
+    store = FailingMidway()
+    version = store.put("bk", "docs/a/x.md", b"x")
+    store.put("bk", "docs/a/y.md", b"y")
+    stores.register("mem", lambda billing_project: store)
+    try:
+        got = list(storage.list_shard(storage.Shard("mem://bk/docs/**", "docs/a/", True)))
+    finally:
+        stores.unregister("mem")
     assert got[0] == ListingError(
-        "gs://bk/docs/a/", storage.LIST_FAILED, "RuntimeError: 503 backend error"
+        "mem://bk/docs/a/", storage.LIST_FAILED, "RuntimeError: 503 backend error"
     )
-    assert got[1:] == [SourceFile("gs://bk/docs/a/x.md", 1, "gen=1")]
+    assert got[1:] == [SourceFile("mem://bk/docs/a/x.md", 1, version)]
 
 
 _LIST_AS_NOBODY = """

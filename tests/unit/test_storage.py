@@ -10,7 +10,10 @@ import fsspec
 import pytest
 from google.api_core import exceptions as gexc
 
+from chunkmill import stores
 from chunkmill.items import Skipped, SourceFile
+from chunkmill.stores import gcs
+from chunkmill.stores.memory import MemoryStore
 from chunkmill.transforms import storage
 from chunkmill.transforms.storage import Shard
 
@@ -20,8 +23,8 @@ from chunkmill.transforms.storage import Shard
     [
         ("/data/docs/**", "beam"),
         ("docs/a.md", "beam"),
-        ("gs://b/docs/**", "gcs"),
-        ("s3://b/docs/*.md", "s3"),
+        ("gs://b/docs/**", "object"),
+        ("s3://b/docs/*.md", "object"),
         ("hdfs://nn/docs/*", "beam"),
         ("az://container/docs/**", "fsspec"),
         ("abfs://container/docs/**", "fsspec"),
@@ -49,59 +52,90 @@ def test_split_bucket_needs_a_bucket():
         storage.split_bucket("gs:///x")
 
 
-def test_object_store_patterns_list_one_level_then_shard_by_prefix(monkeypatch):
-    level = [
-        ("docs/top.md", 3, "gen=1"),
-        ("docs/", 0, "gen=2"),  # a directory marker
-        ("docs/skip.txt", 3, "gen=3"),
-        "docs/a/",
-        "docs/b/",
-    ]
-    monkeypatch.setattr(storage, "_gcs_level", lambda pattern, base, bp: iter(level))
-    got = set(storage.plan("gs://bk/docs/**.md", billing_project="payer"))
+@pytest.fixture
+def mem():
+    """An in-memory object store for ``mem://`` URIs."""
+    store = MemoryStore()
+    stores.register("mem", lambda billing_project: store)
+    yield store
+    stores.unregister("mem")
+
+
+def test_object_store_patterns_list_one_level_then_shard_by_prefix(mem):
+    v = {k: mem.put("bk", k, b"abc") for k in ("docs/top.md", "docs/", "docs/skip.txt")}
+    mem.put("bk", "docs/a/x.md", b"x")
+    mem.put("bk", "docs/b/y.md", b"y")
+    got = set(storage.plan("mem://bk/docs/**.md", billing_project="payer"))
     assert got == {
-        SourceFile("gs://bk/docs/top.md", 3, "gen=1"),
-        Shard("gs://bk/docs/**.md", "docs/a/", recursive=True, billing_project="payer"),
-        Shard("gs://bk/docs/**.md", "docs/b/", recursive=True, billing_project="payer"),
+        SourceFile("mem://bk/docs/top.md", 3, v["docs/top.md"]),  # not the marker docs/
+        Shard("mem://bk/docs/**.md", "docs/a/", recursive=True, billing_project="payer"),
+        Shard("mem://bk/docs/**.md", "docs/b/", recursive=True, billing_project="payer"),
     }
     # A pattern that cannot match below its level lists that level only.
-    assert list(storage.plan("gs://bk/docs/*.md")) == [
-        SourceFile("gs://bk/docs/top.md", 3, "gen=1")
+    assert list(storage.plan("mem://bk/docs/*.md")) == [
+        SourceFile("mem://bk/docs/top.md", 3, v["docs/top.md"])
     ]
 
 
-def test_plan_of_one_object_or_a_local_pattern_is_one_shard(monkeypatch):
-    def never(*_):
-        raise AssertionError("no delimiter listing needed")
-
-    monkeypatch.setattr(storage, "_s3_level", never)
+def test_plan_of_one_object_or_a_local_pattern_is_one_shard(mem):
+    mem.fail_listing("bk", "")  # no delimiter listing is needed
     # A key without a wildcard names one object, or everything under it as a folder.
-    assert list(storage.plan("s3://bk/docs/a.md")) == [
-        Shard("s3://bk/docs/a.md", "docs/a.md", False),
-        Shard("s3://bk/docs/a.md/**", "docs/a.md/", True),
+    assert list(storage.plan("mem://bk/docs/a.md")) == [
+        Shard("mem://bk/docs/a.md", "docs/a.md", False),
+        Shard("mem://bk/docs/a.md/**", "docs/a.md/", True),
     ]
     assert list(storage.plan("/local/**")) == [Shard("/local/**")]
-    assert list(storage.list_shard(SourceFile("s3://bk/x", 1, "v"))) == [
-        SourceFile("s3://bk/x", 1, "v")
+    assert list(storage.list_shard(SourceFile("mem://bk/x", 1, "v"))) == [
+        SourceFile("mem://bk/x", 1, "v")
     ]
 
 
-def test_shard_listing_filters_by_glob_and_drops_directory_markers(monkeypatch):
-    objects = [
-        ("docs/a/x.md", 3, "gen=1"),
-        ("docs/a/", 0, "gen=2"),  # a directory marker
-        ("docs/a/deep/y.md", 4, "gen=3"),
-        ("docs/a/z.txt", 5, "gen=4"),
+def test_shard_listing_filters_by_glob_and_drops_directory_markers(mem):
+    v = {
+        k: mem.put("bk", k, data)
+        for k, data in [
+            ("docs/a/x.md", b"abc"),
+            ("docs/a/", b""),  # a directory marker
+            ("docs/a/deep/y.md", b"abcd"),
+            ("docs/a/z.txt", b"abcde"),
+        ]
+    }
+    got = list(storage.list_shard(Shard("mem://bk/docs/a/*.md", "docs/a/", False)))
+    assert [(f.uri, f.size_bytes, f.version) for f in got] == [
+        ("mem://bk/docs/a/x.md", 3, v["docs/a/x.md"])
     ]
-    monkeypatch.setattr(storage, "_gcs_objects", lambda *a: iter(objects))
-    got = list(storage.list_shard(Shard("gs://bk/docs/a/*.md", "docs/a/", False)))
-    assert [(f.uri, f.size_bytes, f.version) for f in got] == [("gs://bk/docs/a/x.md", 3, "gen=1")]
-    got = list(storage.list_shard(Shard("gs://bk/docs/**", "docs/a/", True)))
+    got = list(storage.list_shard(Shard("mem://bk/docs/**", "docs/a/", True)))
     assert [f.uri for f in got] == [
-        "gs://bk/docs/a/x.md",
-        "gs://bk/docs/a/deep/y.md",
-        "gs://bk/docs/a/z.txt",
+        "mem://bk/docs/a/deep/y.md",
+        "mem://bk/docs/a/x.md",
+        "mem://bk/docs/a/z.txt",
     ]
+
+
+def test_object_store_reads_are_pinned_to_the_listed_version(mem):
+    listed = mem.put("bk", "docs/a.md", b"old")
+    assert storage.read_object("mem://bk/docs/a.md", listed) == b"old"
+    mem.put("bk", "docs/a.md", b"new")  # overwritten after the listing
+    with pytest.raises(stores.SourceChanged):
+        storage.read_object("mem://bk/docs/a.md", listed)
+    assert storage.read_object("mem://bk/docs/a.md", None) == b"new"
+    mem.delete("bk", "docs/a.md")
+    with pytest.raises(stores.SourceVanished):
+        storage.read_object("mem://bk/docs/a.md", None)
+
+
+def test_claims_on_an_object_store_are_one_winner(mem):
+    assert storage.creates_atomically("mem://bk/runs/r1/_CLAIM")
+    assert storage.create_if_absent("mem://bk/runs/r1/_CLAIM", b"first")
+    assert not storage.create_if_absent("mem://bk/runs/r1/_CLAIM", b"second")
+    assert storage.read_object("mem://bk/runs/r1/_CLAIM") == b"first"
+
+
+def test_a_missing_bucket_is_a_store_access_error(mem):
+    mem.put("bk", "a.md", b"a")
+    storage.check_bucket("mem://bk/docs/**")
+    with pytest.raises(stores.StoreAccessError, match="mem://nope does not exist"):
+        storage.check_bucket("mem://nope/docs/**")
 
 
 @pytest.mark.parametrize(
@@ -147,10 +181,10 @@ def test_fsspec_listing_and_reading(memfs):
 
 def test_fsspec_read_of_a_changed_or_deleted_object(memfs):
     memfs.pipe("/corpus/a.md", b"alpha, now longer")
-    with pytest.raises(storage.SourceChanged, match="17 bytes now, 5 when listed"):
+    with pytest.raises(stores.SourceChanged, match="17 bytes now, 5 when listed"):
         storage.read_object("memory:///corpus/a.md", "size=5;mtime=1.0")
     memfs.rm("/corpus/a.md")
-    with pytest.raises(storage.SourceVanished):
+    with pytest.raises(stores.SourceVanished):
         storage.read_object("memory:///corpus/a.md", "size=5;mtime=1.0")
 
 
@@ -160,7 +194,7 @@ def test_local_file_deleted_after_listing_vanishes(tmp_path: Path):
     (listed,) = [f for s in storage.plan(str(tmp_path / "*")) for f in storage.list_shard(s)]
     assert listed.version and listed.version.startswith("size=1;mtime=")
     path.unlink()
-    with pytest.raises(storage.SourceVanished):
+    with pytest.raises(stores.SourceVanished):
         storage.read_object(listed.uri, listed.version)
 
 
@@ -190,17 +224,27 @@ class FakeBucket:
         raise self.list_error
 
 
+class FakeClient:
+    """google-cloud-storage's client, as far as GcsStore uses it."""
+
+    def __init__(self, bucket: FakeBucket) -> None:
+        self._bucket = bucket
+
+    def bucket(self, name, user_project=None):
+        return self._bucket
+
+
 def test_gcs_read_is_pinned_to_the_listed_generation(monkeypatch):
     store = {"docs/a.md": (7, b"old")}
-    monkeypatch.setattr(storage, "_gcs_bucket", lambda uri, bp: FakeBucket(store))
+    monkeypatch.setattr(gcs, "_client", lambda: FakeClient(FakeBucket(store)))
     assert storage.read_object("gs://bk/docs/a.md", "gen=7") == b"old"
     store["docs/a.md"] = (8, b"new")  # overwritten after the listing
-    with pytest.raises(storage.SourceChanged, match="after generation 7"):
+    with pytest.raises(stores.SourceChanged, match="after generation 7"):
         storage.read_object("gs://bk/docs/a.md", "gen=7")
     # No listed generation (a version from elsewhere): read whatever is there.
     assert storage.read_object("gs://bk/docs/a.md", None) == b"new"
     del store["docs/a.md"]
-    with pytest.raises(storage.SourceVanished):
+    with pytest.raises(stores.SourceVanished):
         storage.read_object("gs://bk/docs/a.md", "gen=8")
 
 
@@ -208,8 +252,8 @@ def test_denied_bucket_is_one_line_naming_bucket_and_permission(monkeypatch):
     denied = gexc.Forbidden(
         "someone@example.com does not have storage.objects.list access to the bucket.\nmore"
     )
-    monkeypatch.setattr(storage, "_gcs_bucket", lambda uri, bp: FakeBucket({}, denied))
-    with pytest.raises(storage.StoreAccessError) as e:
+    monkeypatch.setattr(gcs, "_client", lambda: FakeClient(FakeBucket({}, denied)))
+    with pytest.raises(stores.StoreAccessError) as e:
         storage.check_bucket("gs://secret/docs/**")
     message = str(e.value)
     assert "\n" not in message
@@ -217,14 +261,24 @@ def test_denied_bucket_is_one_line_naming_bucket_and_permission(monkeypatch):
     assert "storage.objects.list" in message
 
 
-def test_the_delimiter_listing_starts_at_the_whole_fixed_prefix(monkeypatch):
-    calls = []
+class RecordingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels: list[str] = []
 
-    def level(pattern, prefix, bp):
-        calls.append(prefix)
-        return iter([("docs/ab.md", 1, "gen=1"), "docs/ab/"])
+    def list_level(self, bucket, prefix):
+        self.levels.append(prefix)
+        return super().list_level(bucket, prefix)
 
-    monkeypatch.setattr(storage, "_gcs_level", level)
-    got = list(storage.plan("gs://bk/docs/a*/**"))
-    assert calls == ["docs/a"]
-    assert got == [Shard("gs://bk/docs/a*/**", "docs/ab/", True)]  # docs/ab.md: no match
+
+def test_the_delimiter_listing_starts_at_the_whole_fixed_prefix():
+    store = RecordingStore()
+    for key in ("docs/ab.md", "docs/ab/c.md", "docs/b.md"):
+        store.put("bk", key, b"x")
+    stores.register("mem", lambda billing_project: store)
+    try:
+        got = list(storage.plan("mem://bk/docs/a*/**"))
+    finally:
+        stores.unregister("mem")
+    assert store.levels == ["docs/a"]
+    assert got == [Shard("mem://bk/docs/a*/**", "docs/ab/", True)]  # docs/ab.md: no match

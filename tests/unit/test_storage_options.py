@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chunkmill import stores
 from chunkmill.pipeline.cli import main
 from chunkmill.pipeline.options import parse_run
 from chunkmill.transforms import storage
@@ -25,7 +26,7 @@ def test_billing_project_needs_a_value(capsys):
 @pytest.mark.parametrize(
     ("problem", "expected"),
     [
-        (storage.StoreAccessError("bucket gs://corpus does not exist"), "bucket gs://corpus"),
+        (stores.StoreAccessError("bucket gs://corpus does not exist"), "bucket gs://corpus"),
         (ConnectionError("no route to host\ntraceback..."), "cannot reach gs://corpus"),
     ],
 )
