@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from tests.tree import ROOT, source_files
+
 DOCUMENTS = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *(ROOT / "docs").glob("*.md")]
 # A backticked path into the repository, e.g. `transforms/schema.py` or `deploy/flink/`.
 TOP_LEVEL = "|".join(re.escape(p.name) for p in ROOT.iterdir() if not p.name.startswith(".git"))
@@ -32,27 +33,11 @@ def test_every_cited_file_exists(document):
     assert OUTSIDE.findall(text) == []
 
 
-SOURCES = sorted(
+SOURCES = [
     p
-    for folder in (
-        "chunkmill",
-        "pipeline",
-        "transforms",
-        "tests",
-        "benchmarks",
-        "deploy",
-        "scripts",
-    )
-    for p in (ROOT / folder).rglob("*")
-    if p.is_file()
-    and p.suffix in {".py", ".md", ".sh", ".yaml", ".tf", ".toml", ".options"}
-    and "sample_corpus" not in p.parts
-    and not (
-        folder == "chunkmill"
-        and p.relative_to(ROOT / folder).parts[0] in ("pipeline", "transforms")
-    )
-    and p != Path(__file__).resolve()
-)
+    for p in source_files({".py", ".md", ".sh", ".yaml", ".tf", ".toml", ".options"})
+    if p != Path(__file__).resolve()
+]
 CITED_DOC = re.compile(r"(?<![\w/.-])docs/[\w-]+\.md\b")
 
 

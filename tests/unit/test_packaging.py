@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.tree import ROOT, source_files
+
 # The pure core: every module of chunkmill/ itself (transforms and pipeline are links).
 PURE = sorted(
     p
@@ -20,24 +21,7 @@ PURE = sorted(
     if p.relative_to(ROOT / "chunkmill").parts[0] not in ("transforms", "pipeline")
     and p.name != "__main__.py"  # the command's entry point: ``python -m chunkmill``
 )
-SOURCES = sorted(
-    p
-    for folder in (
-        "chunkmill",
-        "pipeline",
-        "transforms",
-        "tests",
-        "benchmarks",
-        "deploy",
-        "scripts",
-    )
-    for p in (ROOT / folder).rglob("*.py")
-    if "sample_corpus" not in p.parts
-    and not (
-        folder == "chunkmill"
-        and p.relative_to(ROOT / folder).parts[0] in ("transforms", "pipeline")
-    )
-)
+SOURCES = source_files({".py"})
 
 
 def imported(path: Path, *, at_import: bool = False) -> set[str]:
