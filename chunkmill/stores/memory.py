@@ -28,7 +28,8 @@ class MemoryStore:
             return str(SourceVersion.gcs(self._generation))
 
     def delete(self, bucket: str, key: str) -> None:
-        self.buckets[bucket].pop(key, None)
+        with self._lock:
+            self.buckets.get(bucket, {}).pop(key, None)
 
     def fail_listing(self, bucket: str, prefix: str) -> None:
         """Every listing of ``prefix`` (or under it) in ``bucket`` raises from now on."""
