@@ -486,7 +486,7 @@ def read_parquet_batches(
                 parquet = pq.ParquetFile(f, page_checksum_verification=True)
                 for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
                     yield pa.Table.from_batches([batch])
-        except OSError as e:
+        except (OSError, pa.ArrowException) as e:  # not Parquet, cut short: ArrowInvalid
             raise UnreadableTable(f"{path}: {' '.join(str(e).split())}") from e
 
 

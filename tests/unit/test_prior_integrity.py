@@ -133,6 +133,15 @@ def test_report_and_plan_reads_verify_page_checksums(tmp_path):
         list(tables.read_parquet_batches([str(path)], ["chunk_hash"]))
 
 
+@pytest.mark.parametrize("damage", ["cut_short", "not_parquet"])
+def test_report_and_plan_reads_name_a_file_that_is_not_whole_parquet(tmp_path, damage):
+    path = write(tmp_path / "part-0.parquet", hand_rows(20))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "cut_short" else b"not parquet")
+    with pytest.raises(tables.UnreadableTable, match=str(path)):
+        list(tables.read_parquet_batches([str(path)], ["chunk_hash"]))
+
+
 def test_refusal_line_survives_pickling_and_wrapping():
     import pickle
 
