@@ -12,12 +12,18 @@ against it). Nor is the prior of a run in flight: each run's ``_CLAIM``, written
 was launched, names the run it diffs against, and that run is kept while the claimant is
 unfinished and within ``--grace-hours``.
 
+Nor, whatever its age, is a finished run whose chunks/ holds the only copy of the text of a
+chunk that LATEST's manifest lists (``keep_live_text``): a run's chunks/ holds only the
+hashes new in it, so the text of the current state is spread over the runs that first
+chunked each hash.
+
 A ``_SUCCESS`` that does not parse as a run report (truncated, damaged) does not make a run
 finished: it is listed as ``corrupt _SUCCESS`` and treated as unfinished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
 import time
@@ -25,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline.options import UsageError, parse_runs
@@ -41,6 +49,7 @@ class RunInfo:
     files: int
     prior: str | None = None  # unfinished: the run it diffs against, from its claim
     corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
+    tables: dict[str, list[dict[str, Any]]] | None = None  # finished: its tables' files
 
     @property
     def order(self) -> tuple[str, str]:
@@ -81,6 +90,7 @@ def list_runs(output: str) -> list[RunInfo]:
                 files=len(metas),
                 prior=claim.prior_run_under(output) if claim else None,
                 corrupt=corrupt,
+                tables=report.get("tables"),
             )
         )
     return sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
@@ -150,6 +160,58 @@ def plan_gc(
     return decisions
 
 
+class LiveStateUnreadable(Exception):
+    """LATEST's manifest cannot be read, so which chunk texts are live cannot be told."""
+
+
+def keep_live_text(
+    output: str, decisions: Sequence[Decision], latest: str | None
+) -> list[Decision]:
+    """``decisions`` with every finished run they delete whose chunks/ holds the only copy of
+    a live chunk's text kept instead. A run's chunks/ holds the text of the hashes new in
+    that run only, so the text of the current state is spread over the runs that first
+    chunked each hash; a hash LATEST's manifest lists is live, and its text must outlive
+    ``gc`` (re-embedding with another model needs it). A run whose chunks/ cannot be read is
+    kept too: nothing is deleted that is not shown to be dead. Raises
+    ``LiveStateUnreadable`` when LATEST's manifest cannot be read."""
+    runs = {d.run.run_id: d.run for d in decisions}
+    if latest is None or latest not in runs:
+        return list(decisions)
+    try:
+        live = _hashes(output, runs[latest], "manifest")
+    except tables.UnreadableTable as e:
+        raise LiveStateUnreadable(f"LATEST's manifest cannot be read: {e}") from None
+    for d in decisions:  # texts that a kept run holds anyway
+        if not d.delete and d.run.finished and len(live):
+            with contextlib.suppress(tables.UnreadableTable):
+                live = live.filter(pc.invert(pc.is_in(live, _hashes(output, d.run, "chunks"))))
+    kept: dict[str, Decision] = {}
+    candidates = [d for d in decisions if d.delete and d.run.finished]
+    for d in sorted(candidates, key=lambda d: d.run.order, reverse=True):
+        if not len(live):
+            break
+        try:
+            held = pc.is_in(live, _hashes(output, d.run, "chunks"))
+        except tables.UnreadableTable as e:
+            kept[d.run.run_id] = Decision(d.run, False, f"its chunks/ cannot be read: {e}")
+            continue
+        count = pc.sum(held).as_py() or 0
+        if count:
+            reason = f"holds the only text of {count} of LATEST's chunks"
+            kept[d.run.run_id] = Decision(d.run, False, reason)
+            live = live.filter(pc.invert(held))
+    return [kept.get(d.run.run_id, d) for d in decisions]
+
+
+def _hashes(output: str, run: RunInfo, table: str) -> pa.Array:
+    """The distinct chunk hashes of one table of a finished run."""
+    base = tables.run_dir(output, run.run_id)
+    paths = [FileSystems.join(base, f["path"]) for f in (run.tables or {}).get(table, [])]
+    parts = [b["chunk_hash"] for b in tables.read_parquet_batches(paths, ["chunk_hash"])]
+    chunks = [c for part in parts for c in part.chunks]
+    return pc.unique(pa.chunked_array(chunks, pa.string()))
+
+
 def delete_run(output: str, run_id: str) -> None:
     path = tables.run_dir(output, run_id)
     # Object stores delete a whole prefix when the path ends in "/"; the local file system
@@ -214,6 +276,11 @@ def command(argv: Sequence[str]) -> int:
     if bad_latest:  # which runs gc keeps depends on LATEST: nothing is deleted on a guess
         raise UsageError(bad_latest)
     decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
+    try:
+        decisions = keep_live_text(settings.output, decisions, latest)
+    except LiveStateUnreadable as e:
+        print(f"chunkmill: runs gc deletes nothing: {e}", file=sys.stderr)
+        return 1
     verb = "would delete" if settings.dry_run else "deleted"
     for d in decisions:
         if d.delete and not settings.dry_run:

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from chunkmill import ids, schema
@@ -171,3 +172,29 @@ def test_a_run_that_breaks_publishes_nothing(chunkmill, corpus, tmp_path, monkey
     assert "run r2 failed before publishing; LATEST names r1" in err
     assert (out / "LATEST").read_text().strip() == "r1"
     assert not (out / "runs" / "r2" / "_SUCCESS").exists()
+
+
+def test_gc_leaves_the_text_of_every_chunk_latest_lists(chunkmill, corpus, capsys):
+    """Three nights of edits, a deletion and an addition, then ``runs gc --keep 0``: the
+    chunks/ tables left hold the text of every chunk the current manifest lists."""
+    from chunkmill.pipeline.cli import main
+
+    chunkmill("--input", str(corpus / "**"), run_id="r1")
+    start = corpus / "guides" / "start.md"
+    start.write_text(start.read_text().replace("start paragraph 5:", "start paragraph V:"))
+    (corpus / "guides" / "faq.md").unlink()
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    last = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    output = last.dir.parents[1]
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    printed = capsys.readouterr().out
+    # r1 first chunked what r2 and r3 carried over; r2 holds start.md's edited chunks.
+    assert "kept  r1  (holds the only text of" in printed
+    assert "kept  r2  (holds the only text of" in printed
+    texts = {
+        row["chunk_hash"]
+        for path in (output / "runs").glob("*/chunks/*.parquet")
+        for row in pq.read_table(path, columns=["chunk_hash"]).to_pylist()
+    }
+    assert {r["chunk_hash"] for r in last.rows("manifest")} <= texts

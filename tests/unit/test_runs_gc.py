@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from chunkmill.pipeline.cli import main
@@ -166,3 +168,70 @@ def test_gc_keeps_the_prior_a_launched_run_claimed(output, capsys):
     assert sorted(p.name for p in (output / "runs").iterdir()) == [
         "crashed", "night3", "night4", "running", "slow"
     ]  # fmt: skip
+
+
+# -- the text of the current state -------------------------------------------------------------
+
+
+def publish_hashes(output: Path, run_id: str, day: int, chunks: str, manifest: str) -> None:
+    """A finished run whose chunks/ holds the hashes ``chunks`` (one letter each) and whose
+    manifest lists ``manifest``: gc reads only their ``chunk_hash`` column."""
+    written = []
+    for table, hashes in (("chunks", chunks), ("manifest", manifest)):
+        path = output / "runs" / run_id / table / "part-00000-of-00001.parquet"
+        path.parent.mkdir(parents=True)
+        pq.write_table(pa.table({"chunk_hash": pa.array(list(hashes), pa.string())}), path)
+        written.append(str(path))
+    report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
+    tables.publish(None, {"docs_listed": day}, written, str(output), run_id, report)
+
+
+def texts_left(output: Path) -> set[str]:
+    return {
+        h
+        for path in (output / "runs").glob("*/chunks/*.parquet")
+        for h in pq.read_table(path)["chunk_hash"].to_pylist()
+    }
+
+
+@pytest.mark.parametrize(
+    ("latest_lists", "left"),
+    [
+        # b's text is in night1 and again in night3 (it came back); c's only in night2;
+        # a's only in night1.
+        ("abc", {"night1", "night2", "night3", "night4"}),
+        ("c", {"night2", "night4"}),
+        ("", {"night4"}),
+    ],
+)
+def test_gc_never_deletes_the_only_text_of_a_chunk_latest_lists(
+    tmp_path, capsys, latest_lists, left
+):
+    out = tmp_path / "out"
+    publish_hashes(out, "night1", 1, chunks="ab", manifest="ab")
+    publish_hashes(out, "night2", 2, chunks="c", manifest="ac")
+    publish_hashes(out, "night3", 3, chunks="b", manifest="abc")
+    publish_hashes(out, "night4", 4, chunks="", manifest=latest_lists)
+    assert main(["runs", "gc", "--output", str(out), "--keep", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert {p.name for p in (out / "runs").iterdir()} == left
+    assert set(latest_lists) <= texts_left(out)
+    for run in left - {"night4"}:
+        assert f"kept  {run}  (holds the only text of 1 of LATEST's chunks)" in printed
+
+
+def test_gc_keeps_a_run_whose_chunks_cannot_be_read_and_stops_when_latest_cannot(tmp_path, capsys):
+    out = tmp_path / "out"
+    publish_hashes(out, "night1", 1, chunks="a", manifest="a")
+    publish_hashes(out, "night2", 2, chunks="", manifest="a")
+    (part,) = (out / "runs" / "night1" / "chunks").iterdir()
+    part.write_bytes(part.read_bytes()[:-12])  # cut short: its footer is gone
+    assert main(["runs", "gc", "--output", str(out), "--keep", "0"]) == 0
+    assert "kept  night1  (its chunks/ cannot be read" in capsys.readouterr().out
+
+    (latest_part,) = (out / "runs" / "night2" / "manifest").iterdir()
+    latest_part.write_bytes(b"not parquet")
+    assert main(["runs", "gc", "--output", str(out), "--keep", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("chunkmill: runs gc deletes nothing: LATEST's manifest cannot be read")
+    assert {p.name for p in (out / "runs").iterdir()} == {"night1", "night2"}
