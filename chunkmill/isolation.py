@@ -328,9 +328,9 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-# Imported in the child before its memory limit is set: the parsers, and the modules a
-# request runs (decoding and chunking, and what they import, pyarrow included). Importing
-# them under the limit would spend the document's budget on loading libraries.
+# Imported in the child before its memory limit is set: the parsers, and the module whose
+# functions a request runs (decoding and chunking, with what they import). Importing them
+# under the limit would spend the first document's budget on loading libraries.
 _WARM_MODULES = (
     "pypdf",
     "pypdfium2",
@@ -344,7 +344,7 @@ _WARM_MODULES = (
 
 def _warm_up() -> None:
     """Imports ``_WARM_MODULES`` before the memory limit is set, so the budget is what one
-    document may use, not what loading libpdfium, lxml or pyarrow costs."""
+    document may use, not what loading libpdfium, lxml or the chunkers costs."""
     for module in _WARM_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
