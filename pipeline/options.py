@@ -41,7 +41,7 @@ class UsageError(Exception):
         return redact_text(super().__str__())
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):  # with the nearest flag chunkmill has
@@ -90,13 +90,13 @@ class RunSettings:
 def build_parser() -> argparse.ArgumentParser:
     from chunkmill.config import strategies
 
-    parser = _Parser(
+    parser = Parser(
         prog="chunkmill",
         description="Incremental chunking of a document corpus into Parquet tables.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"chunkmill {chunkmill_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     run = sub.add_parser(
         "run",
         help="chunk a corpus and diff it against the prior run",
@@ -307,7 +307,7 @@ def _add_runs_parser(sub: Any) -> None:
     runs = sub.add_parser(
         "runs", help="list the runs under an output prefix, or delete old ones", allow_abbrev=False
     )
-    runs_sub = runs.add_subparsers(dest="runs_command", required=True, parser_class=_Parser)
+    runs_sub = runs.add_subparsers(dest="runs_command", required=True, parser_class=Parser)
     listing = runs_sub.add_parser(
         "list", help="every run: finished or not, started_at, counts, LATEST", allow_abbrev=False
     )

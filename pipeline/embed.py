@@ -1,0 +1,188 @@
+"""``chunkmill embed``: the vectors of a run's current chunks, for one model, in the store.
+
+What is embedded: every hash the run's manifest lists (its whole current state) that the
+store holds no vector of for the model's key. On a nightly run with the same model that is
+the run's new hashes; with another model (another key) it is the whole live set, which
+``--dry-run`` prices in tokens first. Texts come from the chunks/ tables of the finished runs
+(a hash's text is in the run that first chunked it; ``runs gc`` keeps those).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from chunkmill import embedding
+from chunkmill.pipeline import runners
+from chunkmill.pipeline.options import (
+    DEFAULT_OUTPUT,
+    Parser,
+    UsageError,
+    absolute,
+    unknown_beam_flags,
+)
+from chunkmill.pipeline.usage import unrecognized
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    output: str
+    run_id: str | None
+    model: str
+    batch_size: int
+    dry_run: bool
+    beam_args: tuple[str, ...]
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="chunkmill embed",
+        description="Embed the chunks of a run that the embedding store lacks for a model. "
+        "Any option not listed here is passed to Beam (e.g. --runner).",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    parser.add_argument("--run", metavar="RUN_ID", help="the run to embed (default: LATEST)")
+    parser.add_argument(
+        "--model",
+        default=embedding.DEFAULT_MODEL,
+        help=f"{embedding.DEFAULT_MODEL} (default, from its package) or the path of a "
+        "sentence-transformers folder",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="texts per model call (default: 64)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what would be embedded, in tokens"
+    )
+    return parser
+
+
+def parse_embed(argv: Sequence[str]) -> EmbedSettings:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(argv))
+    unknown = unknown_beam_flags(beam_args)
+    if unknown:
+        flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+        raise UsageError(unrecognized(unknown, flags))
+    runners.check(beam_args)
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
+    output = absolute(args.output).rstrip("/") or "/"
+    return EmbedSettings(
+        output, args.run, args.model, args.batch_size, args.dry_run, tuple(beam_args)
+    )
+
+
+@dataclass(frozen=True)
+class Needed:
+    """What a run needs embedded for one key."""
+
+    run_id: str
+    live: int  # distinct hashes the run's manifest lists
+    stored: int  # of those, held by the store already
+    hashes: pa.Array  # the rest: to embed
+    tokens: int  # their token count (as the run counted it)
+    chunks_files: list[str]  # the chunks/ files of the finished runs, newest run first
+
+
+def needed(output: str, run_id: str | None, key: str) -> Needed:
+    """The hashes of ``run_id`` (default LATEST) that the store lacks for ``key``."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from chunkmill.pipeline.runs import list_runs
+    from chunkmill.transforms import embedstore, runstate, tables
+
+    if run_id is None:
+        try:
+            run_id = runstate.read_latest(output)
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if run_id is None:
+            raise UsageError(f"no finished run in {output}: run chunkmill run first")
+    runs = {r.run_id: r for r in list_runs(output) if r.finished}
+    if run_id not in runs:
+        raise UsageError(f"--run {run_id}: no finished run of that id in {output}")
+    run = runs[run_id]
+    base = tables.run_dir(output, run_id)
+    manifest = [FileSystems.join(base, f["path"]) for f in (run.tables or {})["manifest"]]
+    parts = list(tables.read_parquet_batches(manifest, ["chunk_hash", "token_count"]))
+    table = (
+        pa.concat_tables(parts)
+        if parts
+        else pa.table({"chunk_hash": pa.array([], pa.string()), "token_count": []})
+    )
+    per_hash = table.group_by("chunk_hash").aggregate([("token_count", "min")])
+    stored = embedstore.stored_hashes(output, key)
+    missing = pc.invert(pc.is_in(per_hash["chunk_hash"], value_set=stored))
+    todo = per_hash.filter(missing)
+    files = [
+        FileSystems.join(tables.run_dir(output, r.run_id), f["path"])
+        for r in sorted(runs.values(), key=lambda r: r.order, reverse=True)
+        if r.order <= run.order
+        for f in (r.tables or {})["chunks"]
+    ]
+    return Needed(
+        run_id=run_id,
+        live=per_hash.num_rows,
+        stored=per_hash.num_rows - todo.num_rows,
+        hashes=todo["chunk_hash"].combine_chunks(),
+        tokens=pc.sum(todo["token_count_min"]).as_py() or 0,
+        chunks_files=files,
+    )
+
+
+def command(argv: Sequence[str]) -> int:
+    """``chunkmill embed``."""
+    settings = parse_embed(argv)
+    try:
+        model = embedding.describe(settings.model)
+        if not settings.dry_run:
+            embedding.check_runtime()
+    except embedding.ModelUnavailable as e:
+        raise UsageError(str(e)) from None
+    started = time.monotonic()
+    todo = needed(settings.output, settings.run_id, model.key)
+    head = (
+        f"run {todo.run_id}, model {model.name} (key {model.key}): "
+        f"{todo.live} chunks live, {todo.stored} embedded already"
+    )
+    if settings.dry_run:
+        print(f"{head}; would embed {len(todo.hashes)} chunks, {todo.tokens} tokens")
+        return 0
+    if len(todo.hashes):
+        _embed(settings, model, todo)
+    left = needed(settings.output, todo.run_id, model.key)
+    seconds = time.monotonic() - started
+    print(f"{head}; embedded {len(todo.hashes) - len(left.hashes)} chunks in {seconds:.1f} s")
+    if len(left.hashes):
+        print(
+            f"chunkmill: {len(left.hashes)} live chunks have no text in any run's chunks/ "
+            "(a run folder was deleted by hand); re-run with --prior-manifest none",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _embed(settings: EmbedSettings, model: embedding.Model, todo: Needed) -> None:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from chunkmill.transforms import embedstore
+    from chunkmill.transforms.embed import EmbedTexts, ReadTextsToEmbed
+
+    embedstore.write_model_info(settings.output, model.key, model.info())
+    options = PipelineOptions(runners.local_engine(settings.beam_args))
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | "ReadTexts" >> ReadTextsToEmbed(todo.chunks_files, todo.hashes)
+            | "EmbedAndStore"
+            >> EmbedTexts(settings.output, model, todo.run_id, settings.batch_size)
+        )
