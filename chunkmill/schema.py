@@ -13,12 +13,13 @@ import pyarrow as pa
 from chunkmill.versions import chunkmill_version
 
 # Bumped on any change to a table (2: source_version added to every occurrence table; 3:
-# errors gained source_version, attempt_key and attempted); stored in every file's schema
-# metadata so a later version can tell which version wrote a prior manifest.
-SCHEMA_VERSION = "3"
-# The versions whose manifest this chunkmill diffs against: 3 changed the errors table only,
-# so a manifest written by version 2 has the very columns of one written now.
-READABLE_MANIFEST_VERSIONS: frozenset[str] = frozenset({"2", "3"})
+# errors gained source_version, attempt_key and attempted; 4: the added and retired tables);
+# stored in every file's schema metadata so a later version can tell which version wrote a
+# prior manifest.
+SCHEMA_VERSION = "4"
+# The versions whose manifest this chunkmill diffs against: 3 changed the errors table only
+# and 4 added tables, so a manifest written by version 2 has the very columns of one now.
+READABLE_MANIFEST_VERSIONS: frozenset[str] = frozenset({"2", "3", "4"})
 _META = {
     b"chunkmill.schema_version": SCHEMA_VERSION.encode(),
     # Which release wrote a file, so a reader that cannot use it can say which one did.
@@ -76,6 +77,12 @@ CHUNKS = pa.schema(
 )
 MANIFEST = pa.schema([*_OCCURRENCE, _f("is_new", pa.bool_())], metadata=_META)
 REMOVED = pa.schema([*_OCCURRENCE, _f("removed_reason", pa.string())], metadata=_META)
+# The occurrences of the current state that the prior state lacked (by chunk_id): with
+# removed/, what a consumer keyed by chunk_id applies. is_new as in the manifest.
+ADDED = pa.schema([*_OCCURRENCE, _f("is_new", pa.bool_())], metadata=_META)
+# The hashes the prior state had and no current occurrence has: what a consumer keyed by
+# chunk_hash deletes.
+RETIRED = pa.schema([_f("chunk_hash", pa.string())], metadata=_META)
 ERRORS = pa.schema(
     [
         _f("doc_id", pa.string()),
@@ -106,7 +113,11 @@ TABLES: dict[str, pa.Schema] = {
     "manifest": MANIFEST,
     "removed": REMOVED,
     "errors": ERRORS,
+    "added": ADDED,
+    "retired": RETIRED,
 }
+# Tables a run of an older schema version did not write: its _SUCCESS lists none of them.
+TABLES_SINCE_4: tuple[str, ...] = ("added", "retired")
 
 OCCURRENCE_FIELDS: tuple[str, ...] = tuple(f.name for f in _OCCURRENCE)
 MANIFEST_FIELDS: tuple[str, ...] = tuple(MANIFEST.names)

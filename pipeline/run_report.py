@@ -285,6 +285,8 @@ COUNT_LABELS = {
     "chunks_new_occurrences": "chunk occurrences with a new hash",
     "chunks_to_embed": "chunks to embed (distinct new hashes)",
     "chunks_removed": "chunk occurrences removed",
+    "occurrences_added": "chunk occurrences added (new to the index by id)",
+    "hashes_retired": "hashes retired (no current occurrence has them)",
     "tokens_to_embed": "tokens to embed",
     "chunks_over_model_window": "chunks to embed over the model's input window (where known)",
 }

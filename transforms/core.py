@@ -65,11 +65,13 @@ _VERDICTS = "verdicts"
 _ERRORS = "errors"
 _COUNTS = "counts"
 _CHUNKS = "chunks"
+_ADDED = "added"
+_RETIRED = "retired"
 _SKIPPED = "skipped"
 _LIST_ERRORS = "list_errors"
 
 # Tags of the values grouped by hash bucket in the hash join.
-_CURRENT, _PRIOR = 0, 1
+_CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
 
 # How ChunkCorpus reads a document: ``read(uri, listed version, max_bytes)``. A reader pins
 # the read to the listed version where its store can (raising ``stores.SourceChanged``
@@ -332,21 +334,29 @@ class _ProcessDocuments(_PerBundle):
         )
 
 
-def _tag_prior_hashes(element: tuple[str, list[str]]) -> tuple[str, tuple[int, list[str]]]:
-    bucket, hashes = element
-    return bucket, (_PRIOR, hashes)
+def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
+    def tag_it(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
+        bucket, payload = element
+        return bucket, (tag, payload)
+
+    return tag_it
 
 
 class _MarkNew(_PerBundle):
-    """Joins this run's chunk occurrences with the prior manifest's hashes, a hash bucket at
-    a time, in Arrow.
+    """Joins this run's chunk occurrences with the prior state, a hash bucket at a time, in
+    Arrow, into the run's delta: which hashes are new, which occurrences were added, which
+    hashes are gone from the current state.
 
-    Every occurrence becomes a manifest row flagged ``is_new`` when the prior manifest lacks
-    its hash; each such hash also yields exactly one chunks/ row (the occurrence with the
-    smallest chunk_id, so the choice does not depend on grouping order). Two passes over the
-    bucket, a batch at a time: the first finds each current hash's smallest chunk_id (hashes
-    and ids only are held) and which of those hashes the prior lists hold; the second emits
-    the manifest and chunks tables of each batch. A bucket with no current occurrence (every
+    A bucket holds this run's occurrences (of the documents chunked this run), the prior
+    rows' hash counts, the hash counts of the rows this run removes (``_GONE``) and the ids of
+    the re-chunked documents' prior rows that are still current (``_PERSISTING``). Every
+    occurrence becomes a manifest row flagged ``is_new`` when the prior state lacks its hash;
+    each such hash also yields exactly one chunks/ row (the occurrence with the smallest
+    chunk_id, so the choice does not depend on grouping order). An occurrence whose id is
+    not among the persisting ones is added (an ``added/`` row). A hash is retired when every
+    prior row of it is removed and no occurrence of this run has it: every prior row is
+    either kept, removed or persisting, so its current count is prior - removed -
+    persisting + this run's. A bucket with neither occurrences nor removed rows (every
     bucket of a run in which nothing changed) costs only its grouping.
 
     With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
@@ -359,27 +369,36 @@ class _MarkNew(_PerBundle):
 
     def process(self, element: tuple[str, Iterable[tuple[int, bytes]]]):
         _, values = element
-        prior_hashes: list[bytes] = []
-        ids_seen: list[pa.Table] = []
+        parts: dict[int, list[Any]] = {_CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
         for tag, payload in values:
-            if tag == _PRIOR:
-                prior_hashes.append(payload)
-                continue
-            batch = prior.from_ipc(payload, schema.CHUNKS)
-            ids_seen.append(pa.Table.from_batches([batch.select(["chunk_hash", "chunk_id"])]))
-        if not ids_seen:
+            parts[tag].append(payload)
+        if not parts[_CURRENT] and not parts[_GONE]:
             return
-        first = _first_ids(pa.concat_tables(ids_seen))
-        seen = pa.chunked_array([prior.hashes_from_ipc(p) for p in prior_hashes], pa.string())
+        batches = [prior.from_ipc(p, schema.CHUNKS) for p in parts[_CURRENT]]
+        prior_counts = _hash_counts(parts[_PRIOR])
+        persisting = _ipc_table(parts[_PERSISTING], prior.IDS)
+        if parts[_GONE]:
+            yield from self._retired(batches, prior_counts, _hash_counts(parts[_GONE]), persisting)
+        if not batches:
+            return
+        ids_seen = pa.Table.from_batches([b.select(["chunk_hash", "chunk_id"]) for b in batches])
+        first = _first_ids(ids_seen)
+        seen = prior_counts["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
         new_hashes, chosen = new["chunk_hash"], new["chunk_id"]
+        kept_ids = persisting["chunk_id"]
         tally = self._tally
-        for tag, payload in values:
-            if tag == _PRIOR:
-                continue
-            batch = pa.Table.from_batches([prior.from_ipc(payload, schema.CHUNKS)])
+        for record_batch in batches:
+            batch = pa.Table.from_batches([record_batch])
             is_new = pc.is_in(batch["chunk_hash"], value_set=new_hashes)
             yield prior.as_table(batch, schema.MANIFEST, is_new=is_new)
+            added = pc.invert(pc.is_in(batch["chunk_id"], value_set=kept_ids))
+            if pc.any(added).as_py():
+                rows = batch.filter(added)
+                tally["occurrences_added"] += rows.num_rows
+                is_new_added = pc.is_in(rows["chunk_hash"], value_set=new_hashes)
+                table = prior.as_table(rows, schema.ADDED, is_new=is_new_added)
+                yield beam.pvalue.TaggedOutput(_ADDED, table)
             embed = batch.filter(pc.is_in(batch["chunk_id"], value_set=chosen))
             tally["chunks_total"] += batch.num_rows
             tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
@@ -390,6 +409,55 @@ class _MarkNew(_PerBundle):
                     over = pc.greater(embed["token_count"], self._model_window)
                     tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
                 yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+
+    def _retired(
+        self,
+        batches: list[pa.RecordBatch],
+        prior_counts: pa.Table,
+        gone: pa.Table,
+        persisting: pa.Table,
+    ):
+        """The ``retired/`` rows of the bucket: hashes of removed rows left with no current
+        occurrence."""
+        candidates = gone["chunk_hash"]
+        current = [b.column(b.schema.get_field_index("chunk_hash")) for b in batches]
+        counts = [
+            (prior_counts, 1),
+            (gone, -1),
+            (_count_hashes(persisting["chunk_hash"]), -1),
+            (_count_hashes(pa.chunked_array(current, pa.string())), 1),
+        ]
+        total = pa.array([0] * len(candidates), pa.int64())
+        for table, sign in counts:
+            index = pc.index_in(candidates, value_set=table["chunk_hash"])
+            found = pc.fill_null(pc.take(table["rows"], index), 0)
+            total = pc.add(total, pc.multiply(found, sign))
+        retired = pc.filter(candidates, pc.equal(total, 0))
+        if len(retired):
+            self._tally["hashes_retired"] += len(retired)
+            yield beam.pvalue.TaggedOutput(_RETIRED, pa.table([retired], schema=schema.RETIRED))
+
+
+def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
+    batches = [prior.from_ipc(p, table_schema) for p in payloads]
+    return pa.Table.from_batches(batches, schema=table_schema)
+
+
+def _hash_counts(payloads: list[bytes]) -> pa.Table:
+    """Per-hash row counts of several ``HASH_COUNTS`` messages (a hash may be in several)."""
+    table = _ipc_table(payloads, prior.HASH_COUNTS)
+    summed = table.group_by("chunk_hash").aggregate([("rows", "sum")])
+    return pa.table({"chunk_hash": summed["chunk_hash"], "rows": summed["rows_sum"]})
+
+
+def _count_hashes(hashes: pa.Array | pa.ChunkedArray) -> pa.Table:
+    counted = pc.value_counts(hashes)
+    return pa.table(
+        {
+            "chunk_hash": counted.field("values"),
+            "rows": pc.cast(counted.field("counts"), pa.int64()),
+        }
+    )
 
 
 def _first_ids(table: pa.Table) -> pa.Table:
@@ -443,6 +511,8 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "chunks_new_occurrences",
         "chunks_to_embed",
         "chunks_removed",
+        "occurrences_added",  # rows of added/: occurrences the prior state lacked
+        "hashes_retired",  # rows of retired/: hashes no current occurrence has any more
         "tokens_to_embed",
         # Of the chunks to embed, those longer than the model's input window, where chunkmill
         # knows it (the run report's chunking.model_window); 0 where it does not.
@@ -466,17 +536,18 @@ class ChunkCorpus(beam.PTransform):
     """``{'files': PCollection[SourceFile | Skipped | ListingError], 'prior':
     PCollection[PriorPart]}`` and optionally ``'prior_errors': PCollection[(doc_id,
     PriorError)]`` (the prior run's errors/ rows) →
-    ``{'chunks', 'manifest', 'removed', 'errors': PCollection[pa.Table], 'counts':
-    PCollection[dict] (one element)}``.
+    ``{'chunks', 'manifest', 'removed', 'errors', 'added', 'retired': PCollection[pa.Table],
+    'counts': PCollection[dict] (one element)}``.
 
     The output contract (docs/design.md): chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
-    no longer exists; errors one row per failed document. Every listed document is exactly one
-    of processed, carried over or failed, and ``counts`` says how many of each. A document
-    that failed in the prior run at the version listed now, under the same attempt key
-    (``carryover.is_known_failure``), is not read: it fails again with the same errors row,
-    ``attempted`` false (``docs_failed_not_retried``). Tables come
-    out as Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteToParquetBatched``.
+    no longer exists; added every occurrence the prior manifest lacked; retired every hash of
+    the prior manifest that no occurrence has now; errors one row per failed document. Every
+    listed document is exactly one of processed, carried over or failed, and ``counts`` says
+    how many of each. A document that failed in the prior run at the version listed now,
+    under the same attempt key (``carryover.is_known_failure``), is not read: it fails again
+    with the same errors row, ``attempted`` false (``docs_failed_not_retried``). Tables come
+    out as Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteTables``.
 
     The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
     listed documents; its errors are errors/ rows of stage ``list`` (``listing_errors``), and
@@ -486,7 +557,7 @@ class ChunkCorpus(beam.PTransform):
     ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
     row group through FileSystems). The prior manifest is joined twice, both times with
     grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
-    summary per document and part, and by hash bucket as lists of distinct hashes; its rows
+    summary per document and part, and by hash bucket as per-hash row counts; its rows
     are kept or removed a part at a time (``prior``).
     """
 
@@ -543,25 +614,27 @@ class ChunkCorpus(beam.PTransform):
         docs = planned.work | "ProcessDocuments" >> beam.ParDo(
             _ProcessDocuments(self._config, self._read_bytes)
         ).with_outputs(_OCCURRENCES, _VERDICTS, _ERRORS, _COUNTS)
-        marked = (
-            (
-                docs[_OCCURRENCES],
-                summarised[prior.HASHES] | "TagPriorHashes" >> beam.Map(_tag_prior_hashes),
-            )
-            | "FlattenByBucket" >> beam.Flatten()
-            | "GroupByBucket" >> beam.GroupByKey()
-            | "MarkNew"
-            >> beam.ParDo(_MarkNew(self._config.model_window)).with_outputs(
-                _CHUNKS, _COUNTS, main="manifest"
-            )
-        )
         applied = (
             (planned[_VERDICTS], docs[_VERDICTS])
             | "FlattenVerdicts" >> beam.Flatten()
             | "GroupVerdictsByPart" >> beam.GroupByKey()
             | "ApplyVerdicts"
             >> beam.ParDo(prior.ApplyVerdicts(self._read_prior)).with_outputs(
-                prior.REMOVED, prior.COUNTS, main="kept"
+                prior.REMOVED, prior.GONE, prior.PERSISTING, prior.COUNTS, main="kept"
+            )
+        )
+        marked = (
+            (
+                docs[_OCCURRENCES],
+                summarised[prior.HASHES] | "TagPriorHashes" >> beam.Map(_tagged(_PRIOR)),
+                applied[prior.GONE] | "TagRemovedHashes" >> beam.Map(_tagged(_GONE)),
+                applied[prior.PERSISTING] | "TagPersistingIds" >> beam.Map(_tagged(_PERSISTING)),
+            )
+            | "FlattenByBucket" >> beam.Flatten()
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "MarkNew"
+            >> beam.ParDo(_MarkNew(self._config.model_window)).with_outputs(
+                _CHUNKS, _ADDED, _RETIRED, _COUNTS, main="manifest"
             )
         )
         # Batched before the Flatten: its two inputs come from different stages, so what
@@ -572,6 +645,8 @@ class ChunkCorpus(beam.PTransform):
         ) | "FlattenManifest" >> beam.Flatten()
         removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
         chunks = marked[_CHUNKS] | "BatchChunks" >> beam.ParDo(ConcatTables())
+        added = marked[_ADDED] | "BatchAdded" >> beam.ParDo(ConcatTables())
+        retired = marked[_RETIRED] | "BatchRetired" >> beam.ParDo(ConcatTables())
         errors = (
             docs[_ERRORS],
             list_errors | "ListingErrorRows" >> beam.Map(_listing_error_row),
@@ -597,5 +672,7 @@ class ChunkCorpus(beam.PTransform):
             "manifest": manifest,
             "removed": removed,
             "errors": errors,
+            "added": added,
+            "retired": retired,
             "counts": counts,
         }

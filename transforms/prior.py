@@ -44,6 +44,8 @@ BUCKET_CHARS = 2
 # Tagged output of SummariseParts and ApplyVerdicts.
 HASHES = "hashes"
 REMOVED = "removed"
+GONE = "gone"  # per-hash counts of the removed rows, by hash bucket
+PERSISTING = "persisting"  # ids of re-chunked documents' rows that are still current
 COUNTS = "counts"
 
 ReadPart = Callable[[PriorPart, Sequence[str]], pa.Table]
@@ -64,12 +66,20 @@ def from_ipc(payload: bytes, batch_schema: pa.Schema) -> pa.RecordBatch:
     return pa.ipc.read_record_batch(pa.py_buffer(payload), batch_schema)
 
 
-_HASHES = pa.schema([pa.field("chunk_hash", pa.string(), nullable=False)])
-
-
-def hashes_from_ipc(payload: bytes) -> pa.Array:
-    """The hashes of a ``HASHES`` element (``hashes_by_bucket``)."""
-    return from_ipc(payload, _HASHES).column(0)
+# What crosses the hash-bucket shuffle besides this run's occurrences: per-hash row counts
+# (of the prior rows, and of the rows this run removes) and occurrence ids.
+HASH_COUNTS = pa.schema(
+    [
+        pa.field("chunk_hash", pa.string(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+    ]
+)
+IDS = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("chunk_hash", pa.string(), nullable=False),
+    ]
+)
 
 
 def list_parts(path: str) -> Iterator[PriorPart]:
@@ -156,30 +166,37 @@ def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     ]
 
 
-def hashes_by_bucket(table: pa.Table) -> list[tuple[str, bytes]]:
-    """The distinct chunk hashes of ``table``, grouped by ``hash_bucket``: one IPC message
-    of them per bucket (read with ``hashes_from_ipc``)."""
+def by_bucket(table: pa.Table) -> list[tuple[str, bytes]]:
+    """``table`` (which has a ``chunk_hash`` column) cut by ``hash_bucket``: one IPC message
+    of its rows per bucket (read with ``from_ipc`` and the table's schema)."""
     if table.num_rows == 0:
         return []
-    hashes = pc.unique(table["chunk_hash"])
-    buckets = pc.utf8_slice_codeunits(hashes, 0, BUCKET_CHARS)
+    buckets = pc.utf8_slice_codeunits(table["chunk_hash"], 0, BUCKET_CHARS)
     order = pc.sort_indices(buckets)
-    hashes = pc.take(hashes, order)
+    table = table.take(order).combine_chunks()
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
     runs = pc.value_counts(pc.take(buckets, order))
     out, start = [], 0
     for key, count in zip(
         runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
     ):
-        batch = pa.record_batch([hashes.slice(start, count)], schema=_HASHES)
-        out.append((key, to_ipc(batch)))
+        out.append((key, to_ipc(table.slice(start, count).to_batches()[0])))
         start += count
     return out
 
 
+def hash_counts(table: pa.Table) -> pa.Table:
+    """Each distinct hash of ``table`` with its number of rows (``HASH_COUNTS``)."""
+    grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
+    return pa.table(
+        [grouped["chunk_hash"], pc.cast(grouped["chunk_hash_count"], pa.int64())],
+        schema=HASH_COUNTS,
+    )
+
+
 class SummariseParts(beam.DoFn):
     """``PriorPart`` → ``(doc_id, PriorSummary)``; tagged ``HASHES``: ``(bucket, IPC
-    message of the part's distinct hashes in it)``."""
+    message of the part's hashes in it with their row counts)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
@@ -187,18 +204,22 @@ class SummariseParts(beam.DoFn):
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
         yield from summaries(table, part.key)
-        for bucket, hashes in hashes_by_bucket(table):
-            yield beam.pvalue.TaggedOutput(HASHES, (bucket, hashes))
+        for bucket, counts in by_bucket(hash_counts(table)):
+            yield beam.pvalue.TaggedOutput(HASHES, (bucket, counts))
 
 
 def _in(column: pa.ChunkedArray | pa.Array, values: Iterable[str]) -> pa.Array:
     return pc.is_in(column, value_set=pa.array(list(values), pa.string()))
 
 
-def apply_verdicts(table: pa.Table, verdicts: Iterable[Verdict]) -> tuple[pa.Table, pa.Table]:
-    """One part's rows under its documents' verdicts → (manifest rows kept, removed rows),
-    as tables of ``schema.MANIFEST`` and ``schema.REMOVED``. Raises ``RuntimeError`` when a
-    row's document has no verdict (every prior row must land somewhere)."""
+def apply_verdicts(
+    table: pa.Table, verdicts: Iterable[Verdict]
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """One part's rows under its documents' verdicts → (manifest rows kept, removed rows,
+    rows of re-chunked documents that are still current), as tables of ``schema.MANIFEST``,
+    ``schema.REMOVED`` and ``IDS``: every prior row is in exactly one of them. Raises
+    ``RuntimeError`` when a row's document has no verdict (every prior row must land
+    somewhere)."""
     keep: list[str] = []
     versions: dict[str, str] = {}
     replaced: list[str] = []
@@ -237,14 +258,17 @@ def apply_verdicts(table: pa.Table, verdicts: Iterable[Verdict]) -> tuple[pa.Tab
         )
     manifest = as_table(kept, schema.MANIFEST, is_new=pa.array([False] * kept.num_rows, pa.bool_()))
 
-    changed = pc.and_(is_replaced, pc.invert(_in(table["chunk_id"], current)))
+    is_current = _in(table["chunk_id"], current)
+    changed = pc.and_(is_replaced, pc.invert(is_current))
     removed = table.filter(pc.or_(is_gone, changed))
+    persisting = table.filter(pc.and_(is_replaced, is_current)).select(["chunk_id", "chunk_hash"])
     reason = pc.if_else(
         _in(removed["doc_id"], gone),
         pa.scalar(schema.DOCUMENT_REMOVED),
         pa.scalar(schema.DOCUMENT_CHANGED),
     )
-    return manifest, as_table(removed, schema.REMOVED, removed_reason=reason)
+    removed = as_table(removed, schema.REMOVED, removed_reason=reason)
+    return manifest, removed, persisting.cast(IDS)
 
 
 def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
@@ -259,8 +283,9 @@ def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
 
 class ApplyVerdicts(beam.DoFn):
     """``(part key, [batch of Verdicts as plain tuples])`` → kept manifest rows as
-    ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``; tagged ``COUNTS``:
-    ``(name, n)``."""
+    ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``; tagged ``GONE`` and
+    ``PERSISTING``: ``(bucket, IPC message)`` of the removed rows' hash counts and of the
+    still-current rows' ids of re-chunked documents; tagged ``COUNTS``: ``(name, n)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
@@ -269,10 +294,14 @@ class ApplyVerdicts(beam.DoFn):
         key, batches = element
         table = self._read(PriorPart.from_key(key), schema.OCCURRENCE_FIELDS)
         verdicts = (Verdict._make(v) for v in itertools.chain.from_iterable(batches))
-        manifest, removed = apply_verdicts(table, verdicts)
+        manifest, removed, persisting = apply_verdicts(table, verdicts)
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_total", manifest.num_rows))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_removed", removed.num_rows))
         if manifest.num_rows:
             yield manifest
         if removed.num_rows:
             yield beam.pvalue.TaggedOutput(REMOVED, removed)
+        for bucket, counts in by_bucket(hash_counts(removed)):
+            yield beam.pvalue.TaggedOutput(GONE, (bucket, counts))
+        for bucket, ids in by_bucket(persisting):
+            yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, ids))

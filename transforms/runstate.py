@@ -87,6 +87,8 @@ def parse_success(data: bytes | str) -> dict[str, Any]:
         raise CorruptSuccess(f"no {', '.join(missing)}")
     tables = report["tables"]
     for name in schema.TABLES:
+        if isinstance(tables, dict) and name not in tables and name in schema.TABLES_SINCE_4:
+            tables[name] = []  # written by a release before the table existed
         files = tables.get(name) if isinstance(tables, dict) else None
         if not isinstance(files, list):
             raise CorruptSuccess(f"its tables.{name} is not a list of files")

@@ -48,7 +48,7 @@ class Run:
         return pa.concat_tables([pq.read_table(f) for f in files])
 
     def rows(self, name: str) -> list[dict]:
-        key = "chunk_id" if name != "errors" else "doc_id"
+        key = {"errors": "doc_id", "retired": "chunk_hash"}.get(name, "chunk_id")
         return sorted(self.table(name).to_pylist(), key=lambda r: r[key])
 
 

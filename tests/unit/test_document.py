@@ -21,7 +21,7 @@ def item(prior=(), data=b"") -> WorkItem:
 def applied(rows, out: document.DocOutcome, uri: str = URI):
     """The prior rows' fate under the outcome's verdict: (kept rows, removed rows)."""
     verdict = out.verdict(ids.doc_id(uri))
-    kept, removed = prior.apply_verdicts(manifest_table(rows), [verdict])
+    kept, removed, _ = prior.apply_verdicts(manifest_table(rows), [verdict])
     return kept.to_pylist(), removed.to_pylist()
 
 

@@ -39,21 +39,24 @@ def test_summaries_give_one_per_document_with_the_values_its_rows_share():
     assert (sc.rows, sc.source_version) == (len(c), None)
 
 
-def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix():
+def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix_with_its_rows():
     rows = rows_of(A, "alpha", "beta", "alpha") + rows_of(B, "beta", "gamma")
     buckets = [
-        (bucket, prior.hashes_from_ipc(payload).to_pylist())
-        for bucket, payload in prior.hashes_by_bucket(manifest_table(rows))
+        (bucket, prior.from_ipc(payload, prior.HASH_COUNTS).to_pylist())
+        for bucket, payload in prior.by_bucket(prior.hash_counts(manifest_table(rows)))
     ]
-    flat = [h for _, hashes in buckets for h in hashes]
-    assert sorted(flat) == sorted({r["chunk_hash"] for r in rows})
-    assert all(prior.hash_bucket(h) == bucket for bucket, hashes in buckets for h in hashes)
+    flat = {c["chunk_hash"]: c["rows"] for _, counts in buckets for c in counts}
+    expected: dict[str, int] = {}
+    for r in rows:
+        expected[r["chunk_hash"]] = expected.get(r["chunk_hash"], 0) + 1
+    assert flat == expected and sum(len(counts) for _, counts in buckets) == len(expected)
+    assert all(prior.hash_bucket(c["chunk_hash"]) == b for b, counts in buckets for c in counts)
 
 
 def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
     a, b, c = rows_of(A, "alpha", "beta"), rows_of(B, "gamma", "delta"), rows_of(C, "zeta")
     keep_b = {b[0]["chunk_id"]}  # b's new version still has its first chunk
-    kept, removed = prior.apply_verdicts(
+    kept, removed, persisting = prior.apply_verdicts(
         manifest_table(a + b + c),
         [
             Verdict(ids.doc_id(A), KEEP, version="v9"),
@@ -66,6 +69,10 @@ def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
     assert removed.to_pylist() == [
         {**occurrence_fields(b[1]), "removed_reason": schema.DOCUMENT_CHANGED},
         *({**occurrence_fields(r), "removed_reason": schema.DOCUMENT_REMOVED} for r in c),
+    ]
+    # Every prior row is in exactly one of the three: b's first chunk is still current.
+    assert persisting.to_pylist() == [
+        {"chunk_id": b[0]["chunk_id"], "chunk_hash": b[0]["chunk_hash"]}
     ]
 
 

@@ -390,3 +390,13 @@ def test_success_with_its_keys_is_valid():
     }
     report = {"run_id": "r", "started_at": "t", "counts": {}, "tables": tables, "more": 1}
     assert runstate.parse_success(json.dumps(report)) == report
+
+
+def test_a_success_of_schema_3_lists_no_added_nor_retired_and_is_read_with_none():
+    old = {name: [] for name in ("chunks", "manifest", "removed", "errors")}
+    report = {"run_id": "r", "started_at": "t", "counts": {}, "tables": old}
+    parsed = runstate.parse_success(json.dumps(report))
+    assert parsed["tables"]["added"] == [] and parsed["tables"]["retired"] == []
+    del old["errors"]  # a table every version writes is still required
+    with pytest.raises(runstate.CorruptSuccess, match="errors"):
+        runstate.parse_success(json.dumps(report))
