@@ -145,12 +145,19 @@ def embed_command(argv: Sequence[str]) -> int:
     return embed.command(argv)
 
 
+def export_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import export
+
+    return export.command(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": run,
     "plan": plan,
     "report": report_run,
     "runs": runs_command,
     "embed": embed_command,
+    "export": export_command,
 }
 
 

@@ -93,47 +93,23 @@ class Needed:
 
 def needed(output: str, run_id: str | None, key: str) -> Needed:
     """The hashes of ``run_id`` (default LATEST) that the store lacks for ``key``."""
-    from apache_beam.io.filesystems import FileSystems
+    from chunkmill.pipeline.runs import state_files
+    from chunkmill.transforms import embedstore, tables
 
-    from chunkmill.pipeline.runs import list_runs
-    from chunkmill.transforms import embedstore, runstate, tables
-
-    if run_id is None:
-        try:
-            run_id = runstate.read_latest(output)
-        except runstate.BadLatest as e:
-            raise UsageError(str(e)) from None
-        if run_id is None:
-            raise UsageError(f"no finished run in {output}: run chunkmill run first")
-    runs = {r.run_id: r for r in list_runs(output) if r.finished}
-    if run_id not in runs:
-        raise UsageError(f"--run {run_id}: no finished run of that id in {output}")
-    run = runs[run_id]
-    base = tables.run_dir(output, run_id)
-    manifest = [FileSystems.join(base, f["path"]) for f in (run.tables or {})["manifest"]]
-    parts = list(tables.read_parquet_batches(manifest, ["chunk_hash", "token_count"]))
-    table = (
-        pa.concat_tables(parts)
-        if parts
-        else pa.table({"chunk_hash": pa.array([], pa.string()), "token_count": []})
-    )
+    state = state_files(output, run_id)
+    parts = list(tables.read_parquet_batches(state.manifest, ["chunk_hash", "token_count"]))
+    columns = {"chunk_hash": pa.array([], pa.string()), "token_count": pa.array([], pa.int32())}
+    table = pa.concat_tables(parts) if parts else pa.table(columns)
     per_hash = table.group_by("chunk_hash").aggregate([("token_count", "min")])
     stored = embedstore.stored_hashes(output, key)
-    missing = pc.invert(pc.is_in(per_hash["chunk_hash"], value_set=stored))
-    todo = per_hash.filter(missing)
-    files = [
-        FileSystems.join(tables.run_dir(output, r.run_id), f["path"])
-        for r in sorted(runs.values(), key=lambda r: r.order, reverse=True)
-        if r.order <= run.order
-        for f in (r.tables or {})["chunks"]
-    ]
+    todo = per_hash.filter(pc.invert(pc.is_in(per_hash["chunk_hash"], value_set=stored)))
     return Needed(
-        run_id=run_id,
+        run_id=state.run_id,
         live=per_hash.num_rows,
         stored=per_hash.num_rows - todo.num_rows,
         hashes=todo["chunk_hash"].combine_chunks(),
         tokens=pc.sum(todo["token_count_min"]).as_py() or 0,
-        chunks_files=files,
+        chunks_files=state.chunks,
     )
 
 

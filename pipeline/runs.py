@@ -212,6 +212,41 @@ def _hashes(output: str, run: RunInfo, table: str) -> pa.Array:
     return pc.unique(pa.chunked_array(chunks, pa.string()))
 
 
+@dataclass(frozen=True)
+class StateFiles:
+    """Where the state a finished run published lies: its manifest's files, and the chunks/
+    files of the runs up to it, newest first (a current chunk's text is in the run that first
+    chunked its hash)."""
+
+    run_id: str
+    manifest: list[str]
+    chunks: list[str]
+
+
+def state_files(output: str, run_id: str | None) -> StateFiles:
+    """The ``StateFiles`` of ``run_id`` (default: LATEST's); ``UsageError`` in one line when
+    there is no such finished run."""
+    if run_id is None:
+        try:
+            run_id = runstate.read_latest(output)
+        except runstate.BadLatest as e:
+            raise UsageError(str(e)) from None
+        if run_id is None:
+            raise UsageError(f"no finished run in {output}: run chunkmill run first")
+    runs = {r.run_id: r for r in list_runs(output) if r.finished}
+    if run_id not in runs:
+        raise UsageError(f"--run {run_id}: no finished run of that id in {output}")
+    run = runs[run_id]
+
+    def files(r: RunInfo, table: str) -> list[str]:
+        base = tables.run_dir(output, r.run_id)
+        return [FileSystems.join(base, f["path"]) for f in (r.tables or {}).get(table, [])]
+
+    older = sorted((r for r in runs.values() if r.order <= run.order), key=lambda r: r.order)
+    chunks = [path for r in reversed(older) for path in files(r, "chunks")]
+    return StateFiles(run_id, files(run, "manifest"), chunks)
+
+
 def delete_run(output: str, run_id: str) -> None:
     path = tables.run_dir(output, run_id)
     # Object stores delete a whole prefix when the path ends in "/"; the local file system
