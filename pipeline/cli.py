@@ -151,6 +151,18 @@ def export_command(argv: Sequence[str]) -> int:
     return export.command(argv)
 
 
+def sync_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import sync
+
+    return sync.command("sync", argv)
+
+
+def verify_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import sync
+
+    return sync.command("verify", argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": run,
     "plan": plan,
@@ -158,6 +170,8 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "runs": runs_command,
     "embed": embed_command,
     "export": export_command,
+    "sync": sync_command,
+    "verify": verify_command,
 }
 
 

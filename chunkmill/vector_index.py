@@ -1,0 +1,281 @@
+"""A pgvector index of the current state, one row per chunk occurrence (``chunk_id``), kept
+equal to a run's manifest by reconciliation.
+
+``diff`` compares what should be (the manifest's ids and hashes) with what is (the index's
+ids, hashes and model keys); ``apply`` mends the difference in one transaction, so a sync
+killed midway leaves the index as it was and the next one finishes the job, and applying the
+same state twice changes nothing. Needs the ``postgres`` extra (psycopg).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from chunkmill.redact import redact_uri
+
+DEFAULT_TABLE = "chunkmill_chunks"
+STATE_TABLE = "chunkmill_sync"
+BATCH_ROWS = 5_000
+# The columns of an index row besides its vector, as the manifest and chunks/ name them.
+METADATA = (
+    "chunk_hash",
+    "doc_id",
+    "source_uri",
+    "chunk_index",
+    "char_start",
+    "char_end",
+    "page_start",
+    "page_end",
+    "section_path",
+    "token_count",
+)
+_TYPES = {
+    "chunk_hash": "text NOT NULL",
+    "doc_id": "text NOT NULL",
+    "source_uri": "text NOT NULL",
+    "chunk_index": "integer NOT NULL",
+    "char_start": "bigint NOT NULL",
+    "char_end": "bigint NOT NULL",
+    "page_start": "integer",
+    "page_end": "integer",
+    "section_path": "text[]",
+    "token_count": "integer NOT NULL",
+}
+
+
+class IndexUnavailable(Exception):
+    """The database cannot be reached or used (no pgvector): one line, without secrets."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How the index differs from the state it should hold, as arrays of chunk ids."""
+
+    missing: pa.Array  # in the state, not in the index
+    extra: pa.Array  # in the index, not in the state
+    changed: pa.Array  # in both, with another hash
+    other_model: pa.Array  # in both, same hash, a vector of another model key
+    text_differs: pa.Array  # in the index with a text that is not its hash's
+
+    @property
+    def to_write(self) -> pa.Array:
+        ids = [self.missing, self.changed, self.other_model, self.text_differs]
+        unique: pa.Array = pc.unique(pa.chunked_array(ids, pa.string()))
+        return unique
+
+    @property
+    def total(self) -> int:
+        return len(self.extra) + len(self.to_write)
+
+    def lines(self) -> list[str]:
+        """One line per kind of drift, with its count."""
+        return [
+            f"ids missing from the index: {len(self.missing)}",
+            f"ids in the index and not in the state: {len(self.extra)}",
+            f"ids whose hash differs: {len(self.changed)}",
+            f"ids whose vector is of another model key: {len(self.other_model)}",
+            f"ids whose text is not the text of their hash: {len(self.text_differs)}",
+        ]
+
+
+def diff(
+    state: pa.Table,
+    index: pa.Table,
+    model_key: str,
+    text_differs: pa.Array | None = None,
+) -> Drift:
+    """The drift between ``state`` (``chunk_id``, ``chunk_hash``) and ``index``
+    (``chunk_id``, ``chunk_hash``, ``model_key``)."""
+    want, have = state["chunk_id"], index["chunk_id"]
+    missing = pc.filter(want, pc.invert(pc.is_in(want, value_set=have)))
+    extra = pc.filter(have, pc.invert(pc.is_in(have, value_set=want)))
+    both = state.join(index, "chunk_id", join_type="inner", right_suffix="_index")
+    changed = pc.filter(
+        both["chunk_id"], pc.not_equal(both["chunk_hash"], both["chunk_hash_index"])
+    )
+    same_hash = pc.equal(both["chunk_hash"], both["chunk_hash_index"])
+    other = pc.and_(same_hash, pc.not_equal(both["model_key"], pa.scalar(model_key)))
+    empty = pa.array([], pa.string())
+    return Drift(
+        missing=_array(missing),
+        extra=_array(extra),
+        changed=_array(changed),
+        other_model=_array(pc.filter(both["chunk_id"], other)),
+        text_differs=empty if text_differs is None else _array(text_differs),
+    )
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values.cast(pa.string())
+
+
+def connect(url: str) -> Any:
+    """A connection to ``url`` with pgvector created in it; ``IndexUnavailable`` in one line
+    when the database cannot be reached or has no pgvector."""
+    try:
+        import psycopg
+    except ImportError:
+        raise IndexUnavailable(
+            "syncing needs the postgres extra: pip install 'chunkmill[postgres]'"
+        ) from None
+    shown = redact_uri(url)
+    try:
+        conn = psycopg.connect(url, connect_timeout=10)
+    except psycopg.Error as e:
+        raise IndexUnavailable(f"cannot connect to {shown}: {_first_line(e)}") from None
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as e:
+        conn.close()
+        raise IndexUnavailable(
+            f"{shown} has no pgvector extension, and it cannot be created there "
+            f"({_first_line(e)}); install pgvector or use another database"
+        ) from None
+    return conn
+
+
+def _first_line(error: Exception) -> str:
+    text = " ".join(str(error).split("\n")[0].split())
+    return text or type(error).__name__
+
+
+class PgVectorIndex:
+    """The index table ``table`` (and the state table) in the database of ``conn``."""
+
+    def __init__(self, conn: Any, table: str = DEFAULT_TABLE) -> None:
+        from psycopg import sql
+
+        self._conn = conn
+        self._sql = sql
+        self.table = table
+        self._name = sql.Identifier(table)
+
+    def ensure(self, dimension: int) -> None:
+        """Creates the tables if absent."""
+        sql = self._sql
+        columns = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(_TYPES[c])) for c in METADATA
+        )
+        with self._conn.transaction():
+            self._conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (chunk_id text PRIMARY KEY, {}, "
+                    "model_key text NOT NULL, embedding vector({}) NOT NULL, "
+                    "text text NOT NULL, run_id text NOT NULL)"
+                ).format(self._name, columns, sql.Literal(dimension))
+            )
+            self._conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (index_table text PRIMARY KEY, "
+                    "output text NOT NULL, run_id text NOT NULL, model_key text NOT NULL, "
+                    "applied_at timestamptz NOT NULL)"
+                ).format(sql.Identifier(STATE_TABLE))
+            )
+
+    def present(self) -> pa.Table:
+        """``chunk_id``, ``chunk_hash``, ``model_key`` of every row."""
+        query = self._sql.SQL("SELECT chunk_id, chunk_hash, model_key FROM {}")
+        rows = self._conn.execute(query.format(self._name)).fetchall()
+        names = ["chunk_id", "chunk_hash", "model_key"]
+        return pa.table(
+            {n: pa.array([r[i] for r in rows], pa.string()) for i, n in enumerate(names)}
+        )
+
+    def text_differs(self) -> pa.Array:
+        """Ids whose stored text does not hash to their ``chunk_hash`` (edited behind the
+        index's back)."""
+        query = self._sql.SQL(
+            "SELECT chunk_id FROM {} WHERE encode(sha256(convert_to(text, 'UTF8')), 'hex') "
+            "<> chunk_hash"
+        )
+        rows = self._conn.execute(query.format(self._name)).fetchall()
+        return pa.array([r[0] for r in rows], pa.string())
+
+    def last_applied(self) -> tuple[str, str] | None:
+        """``(run_id, model_key)`` of the last state applied to this table, if any."""
+        query = self._sql.SQL("SELECT run_id, model_key FROM {} WHERE index_table = %s")
+        row = self._conn.execute(
+            query.format(self._sql.Identifier(STATE_TABLE)), [self.table]
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def apply(
+        self,
+        *,
+        delete: pa.Array,
+        rows: Iterator[pa.Table],
+        run_id: str,
+        model_key: str,
+        output: str,
+    ) -> int:
+        """In one transaction: deletes the ids ``delete``, writes every row of ``rows``
+        (metadata, ``text``, ``vector``), replacing a row of the same id, and records
+        ``run_id`` as applied. Returns the rows written."""
+        sql = self._sql
+        written = 0
+        with self._conn.transaction():
+            ids = delete.to_pylist()
+            for start in range(0, len(ids), BATCH_ROWS):
+                self._conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(self._name),
+                    [ids[start : start + BATCH_ROWS]],
+                )
+            for table in rows:
+                written += self._upsert(table, run_id, model_key)
+            self._conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (index_table, output, run_id, model_key, applied_at) "
+                    "VALUES (%s, %s, %s, %s, now()) ON CONFLICT (index_table) DO UPDATE SET "
+                    "output = EXCLUDED.output, run_id = EXCLUDED.run_id, "
+                    "model_key = EXCLUDED.model_key, applied_at = EXCLUDED.applied_at"
+                ).format(sql.Identifier(STATE_TABLE)),
+                [self.table, redact_uri(output), run_id, model_key],
+            )
+        return written
+
+    def _upsert(self, table: pa.Table, run_id: str, model_key: str) -> int:
+        """One batch through a temporary table and COPY: a round trip per batch, not per row."""
+        sql = self._sql
+        columns = ["chunk_id", *METADATA, "text"]
+        staging = sql.Identifier("chunkmill_staging")
+        self._conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
+            ).format(staging, self._name)
+        )
+        self._conn.execute(sql.SQL("TRUNCATE {}").format(staging))
+        names = sql.SQL(", ").join(
+            map(sql.Identifier, [*columns, "model_key", "embedding", "run_id"])
+        )
+        values = {c: table[c].to_pylist() for c in columns}
+        vectors = table["vector"].to_pylist()
+        command = sql.SQL("COPY {} ({}) FROM STDIN").format(staging, names)
+        with self._conn.cursor() as cur, cur.copy(command) as copy:
+            for i in range(table.num_rows):
+                vector = "[" + ",".join(repr(float(x)) for x in vectors[i]) + "]"
+                copy.write_row([*(values[c][i] for c in columns), model_key, vector, run_id])
+        updates = sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
+            for c in [*columns[1:], "model_key", "embedding", "run_id"]
+        )
+        self._conn.execute(
+            sql.SQL(
+                "INSERT INTO {} SELECT * FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"
+            ).format(self._name, staging, updates)
+        )
+        return table.num_rows
+
+
+def batches(table: pa.Table, rows: int | None = None) -> Iterator[pa.Table]:
+    """``table`` in slices of ``rows`` (default ``BATCH_ROWS``): one COPY each."""
+    size = rows or BATCH_ROWS
+    for start in range(0, table.num_rows, size):
+        yield table.slice(start, size)

@@ -1,0 +1,192 @@
+"""``chunkmill sync`` and ``verify`` against a real PostgreSQL with pgvector: the index holds
+exactly LATEST's state after every night, whatever is applied twice, killed or tampered with.
+
+Vectors come from the embedding store, written here with deterministic stand-ins (the real
+model is exercised in test_embed.py): what is checked is which vector each row gets."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import numpy as np
+import psycopg
+import pyarrow as pa
+import pytest
+
+from chunkmill import vector_index
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import embedstore
+from tests.e2e.conftest import prose
+from tests.pg import fresh_database, postgres  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.slow
+
+KEY = "k" * 32
+DIM = 4
+
+
+def vector_of(chunk_hash: str) -> list[float]:
+    digest = hashlib.sha256(chunk_hash.encode()).digest()
+    return [b / 255 for b in digest[:DIM]]
+
+
+def embed_stand_in(output, run) -> None:
+    """The store's vectors for every hash of ``run``'s manifest it lacks."""
+    embedstore.write_model_info(str(output), KEY, {"dimension": DIM})
+    have = set(embedstore.stored_hashes(str(output), KEY).to_pylist())
+    hashes = sorted({r["chunk_hash"] for r in run.rows("manifest")} - have)
+    if hashes:
+        vectors = pa.array([vector_of(h) for h in hashes], pa.list_(pa.float32(), DIM))
+        table = pa.table([pa.array(hashes), vectors], schema=embedstore.vector_schema(DIM))
+        embedstore.write_part(str(output), KEY, embedstore.part_name(run.dir.name, "t", 0), table)
+
+
+def index_rows(url: str) -> dict[str, tuple]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT chunk_id, chunk_hash, model_key, embedding::text, text, source_uri, "
+            "char_start, char_end FROM chunkmill_chunks"
+        ).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def assert_index_is(url: str, run) -> None:
+    """The index has one row per occurrence of ``run``'s manifest, with its hash, this key,
+    the store's vector for the hash, text that hashes to it and the manifest's metadata."""
+    got = index_rows(url)
+    manifest = {r["chunk_id"]: r for r in run.rows("manifest")}
+    assert got.keys() == manifest.keys()
+    for chunk_id, (chunk_hash, key, embedding, text, uri, start, end) in got.items():
+        row = manifest[chunk_id]
+        assert (chunk_hash, key, uri, start, end) == (
+            row["chunk_hash"], KEY, row["source_uri"], row["char_start"], row["char_end"]
+        )  # fmt: skip
+        assert hashlib.sha256(text.encode()).hexdigest() == chunk_hash
+        stored = [float(x) for x in embedding.strip("[]").split(",")]
+        assert np.allclose(stored, vector_of(chunk_hash), atol=1e-6)
+
+
+@pytest.fixture
+def database(postgres):  # noqa: F811
+    return fresh_database(postgres, f"t{uuid.uuid4().hex[:12]}")
+
+
+def sync(output, url, capsys, *more: str) -> tuple[int, str]:
+    code = main(["sync", "--output", str(output), "--to", url, *more])
+    return code, capsys.readouterr().out
+
+
+def test_two_nights_applied_twice_each_leave_exactly_the_state(chunkmill, corpus, database, capsys):
+    # Two documents share a chunk; the night deletes one of them: the other keeps its row.
+    shared = "# Shared\n\nA paragraph that two documents hold word for word.\n"
+    (corpus / "one.md").write_text(shared)
+    (corpus / "two.md").write_text(shared)
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    (shared_hash,) = {
+        r["chunk_hash"] for r in first.rows("manifest") if r["source_uri"].endswith("one.md")
+    }
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    code, out = sync(output, database, capsys)
+    assert code == 0 and f"{len(first.rows('manifest'))} inserted" in out
+    assert_index_is(database, first)
+    before = index_rows(database)
+    code, out = sync(output, database, capsys)  # the same state again: nothing changes
+    assert code == 0 and "0 inserted, 0 updated, 0 deleted" in out
+    assert index_rows(database) == before
+
+    (corpus / "one.md").unlink()
+    start = corpus / "guides" / "start.md"
+    start.write_text(start.read_text().replace("start paragraph 5:", "start paragraph V:"))
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    second = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    embed_stand_in(output, second)
+    code, out = sync(output, database, capsys)
+    assert code == 0
+    assert_index_is(database, second)
+    rows = [r for r in index_rows(database).values() if r[0] == shared_hash]
+    assert [r[4] for r in rows] == [str(corpus / "two.md")]
+    assert main(["verify", "--output", str(output), "--to", database]) == 0
+
+
+def test_a_sync_killed_midway_changes_nothing_and_the_next_converges(
+    chunkmill, corpus, database, capsys, monkeypatch
+):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    monkeypatch.setattr(vector_index, "BATCH_ROWS", 2)
+    real = vector_index.PgVectorIndex._upsert
+    calls = []
+
+    def dies_on_the_second_batch(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")  # not an Exception: nothing catches it
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(vector_index.PgVectorIndex, "_upsert", dies_on_the_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        main(["sync", "--output", str(output), "--to", database])
+    assert index_rows(database) == {}  # the first batch was rolled back with the rest
+    monkeypatch.setattr(vector_index.PgVectorIndex, "_upsert", real)
+    code, _ = sync(output, database, capsys)
+    assert code == 0
+    assert_index_is(database, first)
+
+
+def test_verify_finds_what_was_done_behind_its_back_and_repair_mends_it(
+    chunkmill, corpus, database, capsys
+):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    with psycopg.connect(database) as conn:
+        ids = [r[0] for r in conn.execute("SELECT chunk_id FROM chunkmill_chunks ORDER BY 1")]
+        conn.execute("DELETE FROM chunkmill_chunks WHERE chunk_id = %s", [ids[0]])
+        conn.execute("UPDATE chunkmill_chunks SET text = 'tampered' WHERE chunk_id = %s", [ids[1]])
+        conn.execute("UPDATE chunkmill_chunks SET model_key = 'old' WHERE chunk_id = %s", [ids[2]])
+        conn.execute(
+            "INSERT INTO chunkmill_chunks SELECT 'stray', chunk_hash, doc_id, source_uri, "
+            "chunk_index, char_start, char_end, page_start, page_end, section_path, token_count, "
+            "model_key, embedding, text, run_id FROM chunkmill_chunks WHERE chunk_id = %s",
+            [ids[3]],
+        )
+    verify = ["verify", "--output", str(output), "--to", database]
+    assert main(verify) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "ids missing from the index: 1" in lines
+    assert "ids in the index and not in the state: 1" in lines
+    assert "ids whose vector is of another model key: 1" in lines
+    assert "ids whose text is not the text of their hash: 1" in lines
+    assert "ids whose hash differs: 0" in lines
+    assert main([*verify, "--repair"]) == 0
+    assert main(verify) == 0
+    assert_index_is(database, first)
+
+
+def test_sync_refuses_in_one_line_what_it_cannot_do(chunkmill, corpus, database, capsys, postgres):  # noqa: F811
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    # No vectors yet: nothing is applied, and it says what to run.
+    code = main(["sync", "--output", str(output), "--to", database])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "chunkmill embed" in err
+    embed_stand_in(output, first)
+    # A database that cannot be reached.
+    unreachable = "postgresql://nobody:secret@127.0.0.1:9/none?connect_timeout=2"
+    assert main(["sync", "--output", str(output), "--to", unreachable]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot connect" in err and "secret" not in err
+    # A role that may not create the extension in a database without it: no pgvector.
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS plain")
+        conn.execute("CREATE ROLE plain LOGIN")
+        conn.execute("CREATE DATABASE plain_db")
+        conn.execute("REVOKE CREATE ON DATABASE plain_db FROM PUBLIC")
+    plain = postgres.replace("postgres:@", "plain:@", 1).replace("/postgres?", "/plain_db?", 1)
+    assert main(["sync", "--output", str(output), "--to", plain]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pgvector" in err
