@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench bench-pipeline bench-peers install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,10 @@ bench-pipeline: install
 bench-peers: install .venv-peers/bin/python
 	$(PIP) install -e '.[bench]'
 	$(BIN)/python -m benchmarks.peers --venv .venv-peers $(BENCH_ARGS)
+
+# The nightly loop (run, embed, sync, verify) on the CPU against PostgreSQL; prints a table.
+bench-index: install-test
+	$(BIN)/python -m benchmarks.index $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache
