@@ -207,7 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (run, plan, report):
         _add_log_level(command)
     _add_runs_parser(sub)
+    # Listed here for `chunkmill --help`; each parses its own flags (`chunkmill embed --help`).
+    for name, text in INDEX_COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+INDEX_COMMANDS = {
+    "embed": "embed the chunks of a run that the embedding store lacks for a model",
+    "export": "write a run's whole current state, with its text, to one folder",
+    "sync": "make a pgvector table equal to LATEST's state",
+    "verify": "compare a pgvector table with LATEST's state; --repair mends it",
+}
 
 
 # --log-level: chunkmill's own lines at INFO by default; pypdf, Beam and client libraries

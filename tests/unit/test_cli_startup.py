@@ -84,3 +84,11 @@ def test_usage_errors_chunkmills_parser_finds_import_neither(argv, message):
     assert code == 2 and out == ""
     assert len(err) == 1 and err[0].startswith("chunkmill: error: ") and message in err[0], err
     assert imported == []
+
+
+def test_every_command_is_listed_by_help():
+    from chunkmill.pipeline.cli import COMMANDS
+
+    _, _, out, _ = probe("--help")
+    listed = out.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert listed == list(COMMANDS)
