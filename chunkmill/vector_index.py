@@ -52,6 +52,10 @@ class IndexUnavailable(Exception):
     """The database cannot be reached or used (no pgvector): one line, without secrets."""
 
 
+class DatabaseError(Exception):
+    """A statement failed (its transaction was rolled back): one line, without secrets."""
+
+
 @dataclass(frozen=True)
 class Drift:
     """How the index differs from the state it should hold, as arrays of chunk ids."""
@@ -127,7 +131,8 @@ def connect(url: str) -> Any:
         ) from None
     shown = redact_uri(url)
     try:
-        conn = psycopg.connect(url, connect_timeout=10)
+        # Autocommit: each transaction() block is a transaction of its own, committed whole.
+        conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
     except psycopg.Error as e:
         raise IndexUnavailable(f"cannot connect to {shown}: {_first_line(e)}") from None
     try:
@@ -159,7 +164,14 @@ class PgVectorIndex:
         self._name = sql.Identifier(table)
 
     def ensure(self, dimension: int) -> None:
-        """Creates the tables if absent."""
+        """Creates the tables if absent; ``IndexUnavailable`` when the table holds vectors of
+        another dimension (another model's)."""
+        found = self.dimension()
+        if found is not None and found != dimension:
+            raise IndexUnavailable(
+                f"table {self.table} holds vectors of {found} dimensions and the model's have "
+                f"{dimension}; sync this model into another --table"
+            )
         sql = self._sql
         columns = sql.SQL(", ").join(
             sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(_TYPES[c])) for c in METADATA
@@ -179,6 +191,15 @@ class PgVectorIndex:
                     "applied_at timestamptz NOT NULL)"
                 ).format(sql.Identifier(STATE_TABLE))
             )
+
+    def dimension(self) -> int | None:
+        """The dimension of the table's vectors, or None when the table does not exist."""
+        row = self._conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attname = 'embedding'",
+            [self.table],
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def present(self) -> pa.Table:
         """``chunk_id``, ``chunk_hash``, ``model_key`` of every row."""
@@ -219,6 +240,16 @@ class PgVectorIndex:
         """In one transaction: deletes the ids ``delete``, writes every row of ``rows``
         (metadata, ``text``, ``vector``), replacing a row of the same id, and records
         ``run_id`` as applied. Returns the rows written."""
+        import psycopg
+
+        try:
+            return self._apply(delete, rows, run_id, model_key, output)
+        except psycopg.Error as e:
+            raise DatabaseError(_first_line(e)) from None
+
+    def _apply(
+        self, delete: pa.Array, rows: Iterator[pa.Table], run_id: str, model_key: str, output: str
+    ) -> int:
         sql = self._sql
         written = 0
         with self._conn.transaction():

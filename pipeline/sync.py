@@ -176,32 +176,44 @@ def command(name: str, argv: Sequence[str]) -> int:
     except vector_index.IndexUnavailable as e:
         raise UsageError(str(e)) from None
     prepare_filesystems([])
-    with conn:
-        model_key, dimension = _model_key(settings.output, settings.model_key)
-        index = vector_index.PgVectorIndex(conn, settings.table)
-        index.ensure(dimension)
-        planned = plan(settings, index, model_key)
-        drift = planned.drift
-        if name == "verify":
-            for line in drift.lines():
-                print(line)
-            in_sync = drift.total == 0
-            verdict = "is in sync with" if in_sync else "differs from"
-            print(f"{settings.table} {verdict} run {planned.run_id}")
-            if in_sync or not settings.repair:
-                return 0 if in_sync else 1
-        try:
-            rows = rows_to_write(settings, planned, model_key)
-        except Missing as e:
-            print(f"chunkmill: nothing applied: {e}", file=sys.stderr)
-            return 1
-        written = index.apply(
-            delete=drift.extra,
-            rows=iter(()) if rows is None else vector_index.batches(rows),
-            run_id=planned.run_id,
-            model_key=model_key,
-            output=settings.output,
-        )
+    try:
+        return _reconcile(name, settings, conn, started)
+    except vector_index.IndexUnavailable as e:
+        raise UsageError(str(e)) from None
+    except vector_index.DatabaseError as e:  # the transaction was rolled back
+        print(f"chunkmill: {name} failed, nothing applied: {e}", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+
+
+def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) -> int:
+    """Compares the index with LATEST's state; mends it (sync, verify --repair)."""
+    model_key, dimension = _model_key(settings.output, settings.model_key)
+    index = vector_index.PgVectorIndex(conn, settings.table)
+    index.ensure(dimension)
+    planned = plan(settings, index, model_key)
+    drift = planned.drift
+    if name == "verify":
+        for line in drift.lines():
+            print(line)
+        in_sync = drift.total == 0
+        verdict = "is in sync with" if in_sync else "differs from"
+        print(f"{settings.table} {verdict} run {planned.run_id}")
+        if in_sync or not settings.repair:
+            return 0 if in_sync else 1
+    try:
+        rows = rows_to_write(settings, planned, model_key)
+    except Missing as e:
+        print(f"chunkmill: nothing applied: {e}", file=sys.stderr)
+        return 1
+    written = index.apply(
+        delete=drift.extra,
+        rows=iter(()) if rows is None else vector_index.batches(rows),
+        run_id=planned.run_id,
+        model_key=model_key,
+        output=settings.output,
+    )
     seconds = time.monotonic() - started
     inserted = len(drift.missing)
     print(

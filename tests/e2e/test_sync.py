@@ -190,3 +190,17 @@ def test_sync_refuses_in_one_line_what_it_cannot_do(chunkmill, corpus, database,
     assert main(["sync", "--output", str(output), "--to", plain]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pgvector" in err
+
+
+def test_vectors_of_another_dimension_go_to_another_table(chunkmill, corpus, database, capsys):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    other = "o" * 32
+    embedstore.write_model_info(str(output), other, {"dimension": DIM * 2})
+    argv = ["sync", "--output", str(output), "--to", database, "--model-key", other]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another --table" in err
+    assert_index_is(database, first)  # untouched
