@@ -124,7 +124,7 @@ def store_vector_files(paths: list[str], *, temp: str, output: str, key: str, ru
 
 class EmbedTexts(beam.PTransform):
     """``(chunk_hash, text)`` pairs (each hash once) → their vectors in the store of
-    ``model`` under ``output``; returns a PCollection of one element, the files written."""
+    ``model`` under ``output``; returns one element: how many files it stored."""
 
     def __init__(
         self, output: str, model: embedding.Model, run_id: str, batch_size: int = 64
