@@ -204,3 +204,55 @@ def test_vectors_of_another_dimension_go_to_another_table(chunkmill, corpus, dat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "another --table" in err
     assert_index_is(database, first)  # untouched
+
+
+def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
+    chunkmill, corpus, database, capsys
+):
+    """SIGKILL while the sync's transaction is open, after it deleted rows and staged the new
+    ones, held up by a row lock the test takes on a row it must rewrite: the index stays
+    exactly as it was, and the next sync converges."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    (corpus / "notes.txt").unlink()
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    second = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    embed_stand_in(output, second)
+    kept = next(
+        r["chunk_id"] for r in second.rows("manifest") if r["source_uri"].endswith("start.md")
+    )
+
+    with psycopg.connect(database) as blocker:
+        # A row sync must rewrite (its text was edited), locked until the sync waits on it.
+        blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
+        blocker.commit()
+        before = index_rows(database)
+        blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "chunkmill", "sync", "--output", str(output), "--to", database],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        with psycopg.connect(database, autocommit=True) as watcher:
+            while not watcher.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone():
+                assert proc.poll() is None, "sync ended before it reached the locked row"
+                assert time.monotonic() < deadline, "sync never reached the locked row"
+                time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        blocker.rollback()
+    assert index_rows(database) == before
+    assert sync(output, database, capsys)[0] == 0
+    assert_index_is(database, second)
