@@ -20,13 +20,12 @@ import pyarrow.compute as pc
 from chunkmill import embedding
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import (
-    DEFAULT_OUTPUT,
     Parser,
     UsageError,
     absolute,
-    unknown_beam_flags,
+    beam_command_parser,
+    parse_beam_command,
 )
-from chunkmill.pipeline.usage import unrecognized
 
 
 @dataclass(frozen=True)
@@ -40,14 +39,9 @@ class EmbedSettings:
 
 
 def build_parser() -> Parser:
-    parser = Parser(
-        prog="chunkmill embed",
-        description="Embed the chunks of a run that the embedding store lacks for a model. "
-        "Any option not listed here is passed to Beam (e.g. --runner).",
-        allow_abbrev=False,
+    parser = beam_command_parser(
+        "embed", "Embed the chunks of a run that the embedding store lacks for a model."
     )
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
-    parser.add_argument("--run", metavar="RUN_ID", help="the run to embed (default: LATEST)")
     parser.add_argument(
         "--model",
         default=embedding.DEFAULT_MODEL,
@@ -64,13 +58,7 @@ def build_parser() -> Parser:
 
 
 def parse_embed(argv: Sequence[str]) -> EmbedSettings:
-    parser = build_parser()
-    args, beam_args = parser.parse_known_args(list(argv))
-    unknown = unknown_beam_flags(beam_args)
-    if unknown:
-        flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
-        raise UsageError(unrecognized(unknown, flags))
-    runners.check(beam_args)
+    args, beam_args = parse_beam_command(build_parser(), argv)
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
     output = absolute(args.output).rstrip("/") or "/"

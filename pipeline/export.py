@@ -24,13 +24,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import (
-    DEFAULT_OUTPUT,
-    Parser,
     UsageError,
     absolute,
-    unknown_beam_flags,
+    beam_command_parser,
+    parse_beam_command,
 )
-from chunkmill.pipeline.usage import unrecognized
 
 MARKER = "_EXPORT"
 
@@ -44,21 +42,9 @@ class ExportSettings:
 
 
 def parse_export(argv: Sequence[str]) -> ExportSettings:
-    parser = Parser(
-        prog="chunkmill export",
-        description="Write a run's whole current state, with text, to one folder. Any "
-        "option not listed here is passed to Beam (e.g. --runner).",
-        allow_abbrev=False,
-    )
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    parser = beam_command_parser("export", "Write a run's whole current state, with text.")
     parser.add_argument("--to", required=True, metavar="DESTINATION", help="folder to write to")
-    parser.add_argument("--run", metavar="RUN_ID", help="the run to export (default: LATEST)")
-    args, beam_args = parser.parse_known_args(list(argv))
-    unknown = unknown_beam_flags(beam_args)
-    if unknown:
-        flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
-        raise UsageError(unrecognized(unknown, flags))
-    runners.check(beam_args)
+    args, beam_args = parse_beam_command(parser, argv)
     output = absolute(args.output).rstrip("/") or "/"
     destination = absolute(args.to).rstrip("/") or "/"
     if destination == output or destination.startswith(output + "/runs"):

@@ -456,6 +456,37 @@ def absolute(path: str) -> str:
     return os.path.abspath(path) if is_local(path) else path
 
 
+def beam_command_parser(command: str, description: str) -> Parser:
+    """The parser of a command that runs a Beam job of its own (``embed``, ``export``):
+    ``--output`` and ``--run`` here, its own flags added by the caller, and any other flag
+    passed to Beam (``parse_beam_command``)."""
+    parser = Parser(
+        prog=f"chunkmill {command}",
+        description=f"{description} Any option not listed here is passed to Beam (e.g. --runner).",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    parser.add_argument(
+        "--run", metavar="RUN_ID", help=f"the run to {command} (default: the one LATEST names)"
+    )
+    return parser
+
+
+def parse_beam_command(parser: Parser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``parser``'s arguments and Beam's flags; a flag neither knows is one line naming the
+    nearest, a runner outside the allow-list one line too."""
+    from chunkmill.pipeline import runners
+    from chunkmill.pipeline.usage import unrecognized
+
+    args, beam_args = parser.parse_known_args(list(argv))
+    unknown = unknown_beam_flags(beam_args)
+    if unknown:
+        flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+        raise UsageError(unrecognized(unknown, flags))
+    runners.check(beam_args)
+    return args, beam_args
+
+
 def unknown_beam_flags(flags: Sequence[str]) -> list[str]:
     """The flags no Beam options class knows (Beam itself would only log and drop them)."""
     return [u for u in _not_parsed_by_beam(flags) if u.startswith("-")]
