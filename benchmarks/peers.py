@@ -44,13 +44,12 @@ GOAL_RERUN = 0.15  # 1%-edited re-run: fixed cost plus at most this share of the
 
 
 def setup(venv: Path) -> None:
-    """The contender's environment: Beam at chunkmill's version and LangChain below 1.0."""
-    from importlib import metadata
-
-    beam = metadata.version("apache-beam")
+    """One environment for both: chunkmill as ``pip install chunkmill`` installs it (Beam at
+    its pinned version, no cloud extra), and the contender's LangChain below 1.0."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "install", f"apache-beam=={beam}", "langchain<1", "pyarrow"], check=True)
+    # Editable: a run measures the working tree as it is now.
+    subprocess.run([*pip, "install", "-e", str(ROOT), "langchain<1"], check=True)
 
 
 def write_corpus(path: Path, n_docs: int) -> int:
@@ -74,9 +73,9 @@ def edit_one_percent(path: Path) -> int:
     return len(edited)
 
 
-def chunkmill(corpus: Path, output: Path, prior: str = "none") -> list[str]:
+def chunkmill(python: Path, corpus: Path, output: Path, prior: str = "none") -> list[str]:
     return [
-        sys.executable,
+        str(python),
         "-m",
         "chunkmill",
         "run",
@@ -173,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"corpus: {args.docs} documents, {corpus_mb:.1f} MB of Markdown in {full}")
     ours, theirs = Figures([], []), Figures([], [])
     for r in range(args.rounds):
-        contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, None)]
+        contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, contender)]
         if r % 2:
             contenders.reverse()
-        for name, figures, _ in contenders:
+        for name, figures, command in contenders:
             for docs, runs in ((full, figures.first), (one, figures.one)):
                 out = _fresh(work / f"out-{name}")
-                cmd = chunkmill(docs, out) if name == "chunkmill" else contender(python, docs, out)
+                cmd = command(python, docs, out)
                 m = measure(cmd)
                 runs.append(m)
                 _log(
@@ -188,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
     # chunkmill's re-run after 1% of the documents changed, against its last full run.
     base = _fresh(work / "out-rerun")
-    measure(chunkmill(full, base))
+    measure(chunkmill(python, full, base))
     edited = edit_one_percent(full)
     reruns = []
     for r in range(args.rounds):
         out = work / f"out-rerun-{r}"
         shutil.copytree(base, _fresh(out))
-        reruns.append(measure(chunkmill(full, out, prior="auto")).wall_s)
+        reruns.append(measure(chunkmill(python, full, out, prior="auto")).wall_s)
         _log(f"round {r + 1}: chunkmill re-run after {edited} edits: {reruns[-1]:.1f} s wall")
     print("\n".join(table(ours, theirs, min(reruns), corpus_mb, edited)))
     if args.workdir is None:

@@ -27,6 +27,7 @@ from chunkmill.pipeline.options import (
     UsageError,
     absolute,
     beam_command_parser,
+    location,
     parse_beam_command,
 )
 
@@ -43,7 +44,9 @@ class ExportSettings:
 
 def parse_export(argv: Sequence[str]) -> ExportSettings:
     parser = beam_command_parser("export", "Write a run's whole current state, with text.")
-    parser.add_argument("--to", required=True, metavar="DESTINATION", help="folder to write to")
+    parser.add_argument(
+        "--to", required=True, type=location, metavar="DESTINATION", help="folder to write to"
+    )
     args, beam_args = parse_beam_command(parser, argv)
     output = absolute(args.output).rstrip("/") or "/"
     destination = absolute(args.to).rstrip("/") or "/"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from chunkmill import extras
 from chunkmill.pipeline.usage import parser_flags, unrecognized
 from chunkmill.versions import chunkmill_version
 
@@ -113,15 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--input",
         action="append",
+        type=location,
         metavar="PATTERN",
         help="glob of documents (local path, gs://...); repeatable; "
         "default: the bundled sample corpus",
     )
-    run.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    run.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     run.add_argument("--run-id", help="name of this run (default: UTC timestamp)")
     run.add_argument(
         "--prior-manifest",
         default="auto",
+        type=location,
         metavar="auto|none|PATH",
         help="manifest to diff against: auto (the run in OUTPUT/LATEST), none, or a run "
         "folder / manifest folder / Parquet glob",
@@ -203,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "run", nargs="?", metavar="RUN", help="run id (default: the run named in OUTPUT/LATEST)"
     )
-    report.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    report.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     for command in (run, plan, report):
         _add_log_level(command)
     _add_runs_parser(sub)
@@ -322,7 +329,9 @@ def _add_runs_parser(sub: Any) -> None:
     listing = runs_sub.add_parser(
         "list", help="every run: finished or not, started_at, counts, LATEST", allow_abbrev=False
     )
-    listing.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    listing.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     gc = runs_sub.add_parser(
         "gc",
         help="delete old runs: keeps LATEST and the N newest finished runs",
@@ -330,7 +339,9 @@ def _add_runs_parser(sub: Any) -> None:
         "_SUCCESS is kept unless --grace-hours is given and it wrote nothing for that long.",
         allow_abbrev=False,
     )
-    gc.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    gc.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     gc.add_argument(
         "--keep", type=_non_negative_int, required=True, metavar="N",
         help="finished runs to keep besides LATEST (the N newest)",
@@ -429,6 +440,14 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def location(value: str) -> str:
+    """A location argument, refused when its store's extra is not installed."""
+    missing = extras.missing_extra(value)
+    if missing is not None:
+        raise argparse.ArgumentTypeError(missing)
+    return value
+
+
 def _positive_int(value: str) -> int:
     n = _non_negative_int(value)
     if n == 0:
@@ -465,7 +484,9 @@ def beam_command_parser(command: str, description: str) -> Parser:
         description=f"{description} Any option not listed here is passed to Beam (e.g. --runner).",
         allow_abbrev=False,
     )
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    parser.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     parser.add_argument(
         "--run", metavar="RUN_ID", help=f"the run to {command} (default: the one LATEST names)"
     )

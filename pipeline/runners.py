@@ -21,6 +21,7 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
+from chunkmill import extras
 from chunkmill.pipeline.options import UsageError
 from chunkmill.pipeline.usage import beam_parser, nearest
 
@@ -122,6 +123,10 @@ def check(beam_args: Sequence[str]) -> None:
     if runner is None:
         return
     name = engine(runner)
+    if name == "DataflowRunner":  # stages the job through gs://
+        missing = extras.missing_extra("gs://")
+        if missing is not None:
+            raise UsageError(f"argument --runner: DataflowRunner {missing.split(' ', 1)[1]}")
     if name in SUPPORTED:
         return
     why = REFUSED.get(name, "chunkmill is not tested on it")

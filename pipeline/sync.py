@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from chunkmill import vector_index
-from chunkmill.pipeline.options import DEFAULT_OUTPUT, Parser, UsageError, absolute
+from chunkmill.pipeline.options import DEFAULT_OUTPUT, Parser, UsageError, absolute, location
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,9 @@ class SyncSettings:
 
 def parse(command: str, argv: Sequence[str]) -> SyncSettings:
     parser = Parser(prog=f"chunkmill {command}", allow_abbrev=False)
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="output prefix (default: ./out)")
+    parser.add_argument(
+        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
+    )
     parser.add_argument(
         "--to", required=True, metavar="URL", help="the database: postgresql://USER@HOST/DB"
     )

@@ -29,10 +29,12 @@ SCHEDULES = sorted((DEPLOY / "schedules").iterdir())
 
 
 def beam_pin() -> str:
-    (pin,) = re.findall(
-        r'"apache-beam\[[a-z,]+\]==([0-9.]+)"', (ROOT / "pyproject.toml").read_text()
+    """The one Beam release pyproject.toml pins, in its dependencies and its extras."""
+    pins = re.findall(
+        r'"apache-beam(?:\[[a-z,]+\])?==([0-9.]+)"', (ROOT / "pyproject.toml").read_text()
     )
-    return pin
+    assert len(pins) == 3 and len(set(pins)) == 1, pins  # the dependency, gcp, aws
+    return pins[0]
 
 
 def run_options() -> set[str]:
@@ -62,6 +64,8 @@ def test_dockerfiles_pin_the_beam_version_of_pyproject():
     dataflow = (DEPLOY / "dataflow" / "Dockerfile").read_text()
     assert "apache/beam_python${PYTHON_VERSION}_sdk:${BEAM_VERSION}" in dataflow
     assert dataflow.rstrip().splitlines()[-1].startswith("ENTRYPOINT")
+    # The workers read and write gs:// and s3://: chunkmill with both cloud extras.
+    assert 'pip install --no-cache-dir ".[gcp,aws]"' in dataflow
     # pip check is the last thing the image build runs.
     runs = [line for line in dataflow.splitlines() if "pip " in line]
     assert "pip check" in runs[-1]
