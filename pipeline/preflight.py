@@ -64,7 +64,13 @@ def prove_run(run_folder: str, name: str) -> ProvenPrior:
     """The manifest files of the finished run in ``run_folder``, as its ``_SUCCESS`` lists
     them, each proven (``_check_listed``). ``name`` is how messages call the run."""
     paths, report = _proven_listing(run_folder, name)
-    errors = tuple(FileSystems.join(run_folder, e["path"]) for e in report["tables"]["errors"])
+    # A file of no failures has nothing to join: the run reads none (and a prior without
+    # failures adds no step to the graph).
+    errors = tuple(
+        FileSystems.join(run_folder, e["path"])
+        for e in report["tables"]["errors"]
+        if e.get("rows") != 0
+    )
     return ProvenPrior(tuple(paths), errors)
 
 

@@ -93,17 +93,21 @@ def write_finished_run(
     manifest: list[pa.Table],
     *,
     latest: bool = True,
+    errors: pa.Table | None = None,
 ) -> str:
     """A finished run written by hand, as a reader expects one: each of ``manifest`` as one
-    manifest file (``part-0000i-of-0000n.parquet``), one empty file for each other table, and
-    a ``_SUCCESS`` listing every file with its rows and bytes; ``LATEST`` names the run
-    unless ``latest`` is False. Returns the run folder."""
+    manifest file (``part-0000i-of-0000n.parquet``), ``errors`` (default: none) as its errors
+    file, one empty file for each other table, and a ``_SUCCESS`` listing every file with its
+    rows and bytes; ``LATEST`` names the run unless ``latest`` is False. Returns the run
+    folder."""
     import json
 
     base = os.path.join(output, "runs", run_id)
     tables: dict[str, list[dict[str, Any]]] = {}
     for name, table_schema in schema.TABLES.items():
         parts = manifest if name == "manifest" else [table_schema.empty_table()]
+        if name == "errors" and errors is not None:
+            parts = [errors]
         os.makedirs(os.path.join(base, name))
         tables[name] = []
         for i, table in enumerate(parts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 
+import pyarrow as pa
 import pytest
 
 from chunkmill import schema
@@ -103,12 +104,25 @@ def test_relative_paths_become_absolute(docs, tmp_path, monkeypatch):
     assert s.inputs == (str(docs / "*"),) and s.output == str(tmp_path / "o")
 
 
-def _prior_run(out, metadata=None):
+def _prior_run(out, metadata=None, errors=None):
     """An empty manifest file under OUTPUT/runs/r1, a finished run named by LATEST."""
     table = schema.MANIFEST.empty_table()
     if metadata is not None:
         table = table.replace_schema_metadata(metadata)
-    write_finished_run(out, "r1", [table])
+    write_finished_run(out, "r1", [table], errors=errors)
+
+
+def _one_failure() -> pa.Table:
+    row = {
+        "doc_id": "d" * 32,
+        "source_uri": "/docs/broken.pdf",
+        "stage": "extract",
+        "reason": "corrupt",
+        "message": "bad xref",
+        "versions": "{}",
+        "attempted": True,
+    }
+    return pa.Table.from_pylist([row], schema=schema.ERRORS)
 
 
 def test_prior_manifest_auto_follows_latest(docs, tmp_path):
@@ -197,7 +211,7 @@ def test_a_manifest_of_the_previous_schema_version_is_still_a_prior(docs, tmp_pa
 
 def test_the_prior_run_s_errors_files_come_from_its_success_unless_retry_failed(docs, tmp_path):
     out = tmp_path / "out"
-    _prior_run(out)
+    _prior_run(out, errors=_one_failure())
     run = out / "runs" / "r1"
     # A stray file beside the listed one (a retry's leftover) is not a prior failure.
     shutil.copy(run / "errors" / "part-00000-of-00001.parquet", run / "errors" / "stray.parquet")
@@ -211,3 +225,10 @@ def test_the_prior_run_s_errors_files_come_from_its_success_unless_retry_failed(
     )
     glob = str(run / "manifest" / "*.parquet")
     assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", glob]).prior_errors == ()
+
+
+def test_a_prior_run_without_failures_has_no_errors_file_to_read(docs, tmp_path):
+    out = tmp_path / "out"
+    _prior_run(out)  # its errors file has no rows
+    argv = ["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"]
+    assert parse_run(argv).prior_errors == ()
