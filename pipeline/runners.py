@@ -143,5 +143,8 @@ def local_engine(beam_args: Sequence[str]) -> list[str]:
     own_class = runner is not None and "." in runner and not runner.startswith("apache_beam.")
     if runner is not None and (own_class or engine(runner) not in LOCAL_ENGINE_NAMES):
         return list(beam_args)
-    # A later --runner wins in Beam's parser, so appending is enough.
-    return [*beam_args, f"--runner={IN_PROCESS_RUNNER}"]
+    # A later --runner wins in Beam's parser, so appending is enough. Beam's checks of
+    # element types at construction cost every local run a third of its graph's construction
+    # and find nothing in a graph the tests run whole (docs/design.md, "Why the shapes are
+    # what they are").
+    return [*beam_args, f"--runner={IN_PROCESS_RUNNER}", "--no_pipeline_type_check"]
