@@ -2,8 +2,9 @@
 
 Cloud storage is an extra (``chunkmill[gcp]``, ``chunkmill[aws]``) rather than a dependency:
 Beam imports every cloud client it finds installed when it is imported, which costs a run
-on local disk most of a second of start-up (docs/design.md, "Start-up"). A location whose
-store is not installed is a usage error naming the extra, before anything runs.
+on local disk most of a second of start-up (docs/design.md, "Why the shapes are what they
+are"). A location whose store is not installed is a usage error naming the extra, before
+anything runs.
 """
 
 from __future__ import annotations

@@ -34,15 +34,27 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
         exclude=settings.exclude,
         follow_symlinks=settings.follow_symlinks,
     )
-    prior = p | "ReadPriorManifest" >> tables.ReadManifest(settings.prior_files)
-    prior_errors = p | "ReadPriorErrors" >> tables.ReadPriorErrors(settings.prior_errors)
+    inputs = {"files": files}
+    # A first run has no prior: its graph has no step for one (fewer stages to start).
+    if settings.prior_files:
+        inputs["prior"] = p | "ReadPriorManifest" >> tables.ReadManifest(settings.prior_files)
+    if settings.prior_errors:
+        inputs["prior_errors"] = p | "ReadPriorErrors" >> tables.ReadPriorErrors(
+            settings.prior_errors
+        )
     # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
     # symlink is followed at read time only into the input's folders.
     within = None if settings.follow_symlinks else local_roots(settings.inputs)
     reader = ObjectReader(billing_project=settings.billing_project, within=within)
-    inputs = {"files": files, "prior": prior, "prior_errors": prior_errors}
-    corpus = inputs | "ChunkCorpus" >> ChunkCorpus(config=settings.config, read_bytes=reader)
-    written = corpus | "WriteTables" >> tables.WriteTables(settings.output, settings.run_id)
+    # The occurrences are staged in the run's temporary folder, removed when the tables are
+    # named.
+    temp = tables.temp_folder(settings.output, settings.run_id)
+    corpus = inputs | "ChunkCorpus" >> ChunkCorpus(
+        config=settings.config, read_bytes=reader, staged_folder=temp
+    )
+    written = corpus | "WriteTables" >> tables.WriteTables(
+        settings.output, settings.run_id, temp=temp
+    )
     policy = tables.PublishPolicy(settings.max_error_ratio, settings.max_removed_ratio)
     _ = {"counts": corpus["counts"], "written": written} | "Publish" >> tables.PublishRun(
         settings.output, settings.run_id, report_header(settings), policy

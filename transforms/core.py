@@ -35,7 +35,7 @@ from chunkmill.items import (
     WorkItem,
 )
 from chunkmill.redact import redact_uri
-from chunkmill.transforms import prior, storage
+from chunkmill.transforms import prior, staging, storage
 from chunkmill.transforms.parquet_batches import ConcatTables, RowsToArrowTables
 
 # One metrics namespace for the whole project.
@@ -69,6 +69,7 @@ _ADDED = "added"
 _RETIRED = "retired"
 _SKIPPED = "skipped"
 _LIST_ERRORS = "list_errors"
+_ASIDE = "aside"  # skipped objects and listing errors, before they are told apart
 
 # Tags of the values grouped by hash bucket in the hash join.
 _CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
@@ -117,34 +118,41 @@ def _latest_failure(failures: list[PriorError]) -> PriorError | None:
 
 
 # How many values a DoFn holds before emitting them grouped by key: verdicts (~100 bytes
-# each) and chunk occurrences (rows with their text, ~2 KB): enough that a key's values
-# travel in few elements, small enough to bound the buffer.
-_HOLD = {_VERDICTS: 20_000, _OCCURRENCES: 16_384}
+# each): enough that a key's values travel in few elements, small enough to bound the buffer.
+_HOLD = {_VERDICTS: 20_000}
+# How many chunk occurrences (rows with their text, ~2 KB) ProcessDocuments holds before
+# staging them in a file (``staging``).
+_STAGE_ROWS = 4_096
+
+# The Arrow buffers of chunks/ rows (text included) gathered into one row group.
+_TEXT_ROW_GROUP_BYTES = 8 * 1024 * 1024
+
+# What of an occurrence crosses the hash join (the rest waits in its staged file), and the
+# join's decision on each occurrence: its hash is new, it is an added occurrence, it is the
+# one occurrence of a new hash that goes to chunks/.
+STAGED_IDS = pa.schema([("chunk_hash", pa.string()), ("chunk_id", pa.string())])
+DECISIONS = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("is_new", pa.bool_()),
+        ("added", pa.bool_()),
+        ("chosen", pa.bool_()),
+    ]
+)
 
 
 def _pack_verdicts(held: list[Verdict]) -> tuple[tuple[Any, ...], ...]:
     return tuple(tuple(v) for v in held)  # plain tuples: encoded natively
 
 
-def _pack_occurrences(held: list[dict[str, Any]]) -> tuple[int, bytes]:
-    # Converted to Arrow once, here, and sent as an IPC message without its schema: the
-    # shuffle moves a few buffers instead of encoding every field of every row, and the
-    # rows are never converted again (MarkNew and the writers work on Arrow).
-    return _CURRENT, prior.to_ipc(pa.RecordBatch.from_pylist(held, schema=schema.CHUNKS))
-
-
-_PACK: dict[str, Callable[[list[Any]], Any]] = {
-    _VERDICTS: _pack_verdicts,
-    _OCCURRENCES: _pack_occurrences,
-}
+_PACK: dict[str, Callable[[list[Any]], Any]] = {_VERDICTS: _pack_verdicts}
 
 
 class _PerBundle(beam.DoFn):
     """Outputs gathered over a bundle instead of emitted one by one: counts for the run
     report (tagged ``_COUNTS``; no count travels as an element per row or per document), and
     values bound for a grouping, held per key and emitted as one element per key when the
-    buffer fills or the bundle ends: verdicts (tagged ``_VERDICTS``: ``(part, verdicts)``)
-    and chunk occurrences (``_OCCURRENCES``: ``(bucket, (_CURRENT, Arrow IPC batch))``).
+    buffer fills or the bundle ends: verdicts (tagged ``_VERDICTS``: ``(part, verdicts)``).
     Beam's cost is per element, so this takes most of it off the rows."""
 
     def start_bundle(self) -> None:
@@ -240,9 +248,14 @@ class _PlanDocs(_PerBundle):
 
 
 class _ProcessDocuments(_PerBundle):
-    def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes) -> None:
+    """Listed documents → their outcomes. The chunk occurrences are staged in files under
+    ``staged_folder`` (``staging``), and each file's hashes and ids go to the hash join
+    (tagged ``_OCCURRENCES``: ``(bucket, (_CURRENT, (staged path, IPC of STAGED_IDS)))``)."""
+
+    def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes, staged_folder: str) -> None:
         self._config = config
         self._read_bytes = read_bytes
+        self._staged_folder = staged_folder
         self._outcomes = {
             status: Metrics.counter(METRICS_NAMESPACE, f"docs_{status}")
             for status in (document.PROCESSED, document.CARRIED_OVER, document.FAILED)
@@ -264,6 +277,24 @@ class _ProcessDocuments(_PerBundle):
 
     def teardown(self) -> None:
         self._extractor.close()
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._occurrences: list[dict[str, Any]] = []
+
+    def finish_bundle(self):
+        yield from self._stage(window.GlobalWindows.windowed_value)
+        yield from super().finish_bundle()
+
+    def _stage(self, wrap: Callable[[Any], Any] = lambda v: v):
+        """The held occurrences to a staged file; their hashes and ids to the hash join."""
+        if not self._occurrences:
+            return
+        table = pa.Table.from_pylist(self._occurrences, schema=schema.CHUNKS)
+        self._occurrences = []
+        path = staging.write(self._staged_folder, table)
+        for bucket, message in prior.by_bucket(table.select(STAGED_IDS.names)):
+            yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap((bucket, (_CURRENT, (path, message)))))
 
     def process(self, item: WorkItem):
         fate = carryover.before_reading(
@@ -297,8 +328,9 @@ class _ProcessDocuments(_PerBundle):
             # whether trying again could end differently.
             error = {**outcome.error, "attempt_key": self._attempt_key}
             yield beam.pvalue.TaggedOutput(_ERRORS, error)
-        for row in outcome.occurrences:
-            yield from self._hold(_OCCURRENCES, prior.hash_bucket(row["chunk_hash"]), row)
+        self._occurrences.extend(outcome.occurrences)
+        if len(self._occurrences) >= _STAGE_ROWS:
+            yield from self._stage()
         if item.prior:
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):
@@ -347,68 +379,54 @@ class _MarkNew(_PerBundle):
     Arrow, into the run's delta: which hashes are new, which occurrences were added, which
     hashes are gone from the current state.
 
-    A bucket holds this run's occurrences (of the documents chunked this run), the prior
-    rows' hash counts, the hash counts of the rows this run removes (``_GONE``) and the ids of
-    the re-chunked documents' prior rows that are still current (``_PERSISTING``). Every
-    occurrence becomes a manifest row flagged ``is_new`` when the prior state lacks its hash;
-    each such hash also yields exactly one chunks/ row (the occurrence with the smallest
-    chunk_id, so the choice does not depend on grouping order). An occurrence whose id is
-    not among the persisting ones is added (an ``added/`` row). A hash is retired when every
-    prior row of it is removed and no occurrence of this run has it: every prior row is
-    either kept, removed or persisting, so its current count is prior - removed -
+    A bucket holds the hashes and ids of this run's occurrences (of the documents chunked
+    this run, in staged files), the prior rows' hash counts, the hash counts of the rows this
+    run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
+    still current (``_PERSISTING``). Every occurrence is decided (``DECISIONS``, one IPC
+    message per staged file and bucket, keyed by the staged file's path): its hash is new
+    when the prior state lacks it; each new hash has exactly one chosen occurrence, the one
+    for chunks/ (the smallest chunk_id, so the choice does not depend on grouping order); an
+    occurrence whose id is not among the persisting ones is added. A hash is retired when
+    every prior row of it is removed and no occurrence of this run has it: every prior row
+    is either kept, removed or persisting, so its current count is prior - removed -
     persisting + this run's. A bucket with neither occurrences nor removed rows (every
     bucket of a run in which nothing changed) costs only its grouping.
-
-    With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
-    tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
-    to embed longer than that window: the model would read only their start.
     """
 
-    def __init__(self, model_window: int | None = None) -> None:
-        self._model_window = model_window
-
-    def process(self, element: tuple[str, Iterable[tuple[int, bytes]]]):
+    def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
         _, values = element
         parts: dict[int, list[Any]] = {_CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
         for tag, payload in values:
             parts[tag].append(payload)
         if not parts[_CURRENT] and not parts[_GONE]:
             return
-        batches = [prior.from_ipc(p, schema.CHUNKS) for p in parts[_CURRENT]]
-        prior_counts = _hash_counts(parts[_PRIOR])
+        paths = [path for path, _ in parts[_CURRENT]]
+        batches = [prior.from_ipc(message, STAGED_IDS) for _, message in parts[_CURRENT]]
         persisting = _ipc_table(parts[_PERSISTING], prior.IDS)
         if parts[_GONE]:
+            prior_counts = _hash_counts(parts[_PRIOR])
             yield from self._retired(batches, prior_counts, _hash_counts(parts[_GONE]), persisting)
         if not batches:
             return
-        ids_seen = pa.Table.from_batches([b.select(["chunk_hash", "chunk_id"]) for b in batches])
-        first = _first_ids(ids_seen)
-        seen = prior_counts["chunk_hash"]
+        ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
+        first = _first_ids(ids)
+        # Membership needs no sum: a hash in several prior messages is in the prior once.
+        seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
-        new_hashes, chosen = new["chunk_hash"], new["chunk_id"]
-        kept_ids = persisting["chunk_id"]
-        tally = self._tally
-        for record_batch in batches:
-            batch = pa.Table.from_batches([record_batch])
-            is_new = pc.is_in(batch["chunk_hash"], value_set=new_hashes)
-            yield prior.as_table(batch, schema.MANIFEST, is_new=is_new)
-            added = pc.invert(pc.is_in(batch["chunk_id"], value_set=kept_ids))
-            if pc.any(added).as_py():
-                rows = batch.filter(added)
-                tally["occurrences_added"] += rows.num_rows
-                is_new_added = pc.is_in(rows["chunk_hash"], value_set=new_hashes)
-                table = prior.as_table(rows, schema.ADDED, is_new=is_new_added)
-                yield beam.pvalue.TaggedOutput(_ADDED, table)
-            embed = batch.filter(pc.is_in(batch["chunk_id"], value_set=chosen))
-            tally["chunks_total"] += batch.num_rows
-            tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
-            if embed.num_rows:
-                tally["chunks_to_embed"] += embed.num_rows
-                tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
-                if self._model_window is not None:
-                    over = pc.greater(embed["token_count"], self._model_window)
-                    tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
-                yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+        decisions = pa.table(
+            [
+                ids["chunk_id"],
+                pc.is_in(ids["chunk_hash"], value_set=new["chunk_hash"]),
+                pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting["chunk_id"])),
+                pc.is_in(ids["chunk_id"], value_set=new["chunk_id"]),
+            ],
+            schema=DECISIONS,
+        ).combine_chunks()
+        start = 0
+        for path, batch in zip(paths, batches, strict=True):
+            (decided,) = decisions.slice(start, batch.num_rows).to_batches()
+            start += batch.num_rows
+            yield path, prior.to_ipc(decided)
 
     def _retired(
         self,
@@ -436,6 +454,59 @@ class _MarkNew(_PerBundle):
         if len(retired):
             self._tally["hashes_retired"] += len(retired)
             yield beam.pvalue.TaggedOutput(_RETIRED, pa.table([retired], schema=schema.RETIRED))
+
+
+class _FinishStaged(_PerBundle):
+    """``(staged path, [IPC of DECISIONS])`` → the staged file's rows as manifest rows
+    flagged ``is_new``, tagged ``_ADDED`` its added occurrences and ``_CHUNKS`` its chosen
+    ones, text included. Every staged row has exactly one decision (it is in one bucket).
+
+    With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
+    tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
+    to embed longer than that window: the model would read only their start.
+    """
+
+    def __init__(self, model_window: int | None = None) -> None:
+        self._model_window = model_window
+
+    def process(self, element: tuple[str, Iterable[bytes]]):
+        path, messages = element
+        decisions = _ipc_table(list(messages), DECISIONS)
+        rows = staging.read(path)
+        at = pc.index_in(rows["chunk_id"], value_set=decisions["chunk_id"])
+        if at.null_count or decisions.num_rows != rows.num_rows:
+            raise RuntimeError(
+                f"staged file {path}: {rows.num_rows} occurrences, "
+                f"{rows.num_rows - at.null_count} of them decided"
+            )
+        is_new = pc.take(decisions["is_new"], at)
+        added = pc.take(decisions["added"], at)
+        chosen = pc.take(decisions["chosen"], at)
+        tally = self._tally
+        tally["chunks_total"] += rows.num_rows
+        tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
+        yield prior.as_table(rows, schema.MANIFEST, is_new=is_new)
+        if pc.any(added).as_py():
+            added_rows, added_new = _where(added, rows, is_new)
+            tally["occurrences_added"] += added_rows.num_rows
+            table = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
+            yield beam.pvalue.TaggedOutput(_ADDED, table)
+        (embed,) = _where(chosen, rows)
+        if embed.num_rows:
+            tally["chunks_to_embed"] += embed.num_rows
+            tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
+            if self._model_window is not None:
+                over = pc.greater(embed["token_count"], self._model_window)
+                tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
+            yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+
+
+def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:
+    """Each of ``data`` filtered by ``mask``, not copied when the mask keeps every row (on
+    a first run every occurrence is added and most are chosen)."""
+    if pc.all(mask).as_py():
+        return list(data)
+    return [d.filter(mask) for d in data]
 
 
 def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
@@ -467,14 +538,28 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 
 def _split_listing(element: Any):
-    """The listing's three kinds of element apart: documents (main), skipped objects, and
-    listing errors (``ListFiles`` yields all three; a test may give documents only)."""
+    """The listing's documents (main) apart from its skipped objects and listing errors
+    (tagged ``_ASIDE`` as ``(kind, *fields)``); ``ListFiles`` yields all three, a test may
+    give documents only."""
     if isinstance(element, Skipped):
-        yield beam.pvalue.TaggedOutput(_SKIPPED, tuple(element))
+        yield beam.pvalue.TaggedOutput(_ASIDE, (_SKIPPED, *element))
     elif isinstance(element, ListingError):
-        yield beam.pvalue.TaggedOutput(_LIST_ERRORS, tuple(element))
+        yield beam.pvalue.TaggedOutput(_ASIDE, (_LIST_ERRORS, *element))
     else:
         yield element
+
+
+def _split_aside(element: tuple[str, ...]):
+    """Skipped objects (main) and listing errors (tagged ``_LIST_ERRORS``) apart."""
+    kind, *fields = element
+    if kind == _LIST_ERRORS:
+        yield beam.pvalue.TaggedOutput(_LIST_ERRORS, tuple(fields))
+    else:
+        yield tuple(fields)
+
+
+def _nothing(_: Any) -> tuple[()]:
+    return ()
 
 
 def _skipped_counts(skipped: tuple[str, str]) -> list[tuple[str, int]]:
@@ -489,6 +574,26 @@ def _listing_error_row(error: tuple[str, str, str]) -> dict[str, Any]:
     uri, reason, message = error
     item = WorkItem(ids.doc_id(redact_uri(uri)), uri, 0)  # known by its redacted URI
     return document.error_row(item, "list", reason, message) | {"size_bytes": None}
+
+
+class _SumCounts(beam.CombineFn):
+    """``(name, n)`` pairs → the run report's counts (``_finish_counts``), in one grouping."""
+
+    def create_accumulator(self) -> Counter[str]:
+        return Counter()
+
+    def add_input(self, total: Counter[str], count: tuple[str, int]) -> Counter[str]:
+        total[count[0]] += count[1]
+        return total
+
+    def merge_accumulators(self, totals: Iterable[Counter[str]]) -> Counter[str]:
+        merged: Counter[str] = Counter()
+        for total in totals:
+            merged.update(total)
+        return merged
+
+    def extract_output(self, total: Counter[str]) -> dict[str, Any]:
+        return _finish_counts(total)
 
 
 def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
@@ -533,9 +638,10 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
 
 
 class ChunkCorpus(beam.PTransform):
-    """``{'files': PCollection[SourceFile | Skipped | ListingError], 'prior':
-    PCollection[PriorPart]}`` and optionally ``'prior_errors': PCollection[(doc_id,
-    PriorError)]`` (the prior run's errors/ rows) →
+    """``{'files': PCollection[SourceFile | Skipped | ListingError]}`` and optionally
+    ``'prior': PCollection[PriorPart]`` (the prior manifest's parts; without it, a first run:
+    nothing is diffed, and the graph has no step for the prior) and ``'prior_errors':
+    PCollection[(doc_id, PriorError)]`` (the prior run's errors/ rows) →
     ``{'chunks', 'manifest', 'removed', 'errors', 'added', 'retired': PCollection[pa.Table],
     'counts': PCollection[dict] (one element)}``.
 
@@ -559,6 +665,10 @@ class ChunkCorpus(beam.PTransform):
     grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
     summary per document and part, and by hash bucket as per-hash row counts; its rows
     are kept or removed a part at a time (``prior``).
+
+    The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
+    cluster a folder every worker reaches, such as the run's own; default: a local temporary
+    folder) while only their hashes and ids cross the hash join.
     """
 
     def __init__(
@@ -567,21 +677,28 @@ class ChunkCorpus(beam.PTransform):
         config: ChunkingConfig,
         read_bytes: ReadBytes = read_file,
         read_prior: prior.ReadPart = prior.read_part,
+        staged_folder: str | None = None,
     ) -> None:
         super().__init__()
         self._config = config
         self._read_bytes = read_bytes
         self._read_prior = read_prior
+        self._staged_folder = staged_folder
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        listing, parts = inputs["files"], inputs["prior"]
+        listing = inputs["files"]
+        parts = inputs.get("prior")  # None: a first run, with nothing to diff against
         split = listing | "SplitListing" >> beam.FlatMap(_split_listing).with_outputs(
-            _SKIPPED, _LIST_ERRORS, main="files"
+            _ASIDE, main="files"
         )
         files = split.files
         # Two patterns may find the same object or fail on the same folder: once each.
-        skipped = split[_SKIPPED] | "DistinctSkipped" >> beam.Distinct()
-        list_errors = split[_LIST_ERRORS] | "DistinctListingErrors" >> beam.Distinct()
+        aside = (
+            split[_ASIDE]
+            | "DistinctAside" >> beam.Distinct()
+            | "SplitAside" >> beam.FlatMap(_split_aside).with_outputs(_LIST_ERRORS, main="skipped")
+        )
+        skipped, list_errors = aside.skipped, aside[_LIST_ERRORS]
         # A side input, not a join: folders that failed to list are few (a handful of
         # prefixes on a bad night, none on a good one), and every unlisted prior document
         # must be checked against all of them, which no key would group.
@@ -591,13 +708,12 @@ class ChunkCorpus(beam.PTransform):
             # Redacted, as the prior rows' source_uri they are compared with.
             >> beam.FlatMap(lambda e: [redact_uri(e[0])] if e[1] == storage.LIST_FAILED else [])
         )
-        summarised = parts | "SummarisePrior" >> beam.ParDo(
-            prior.SummariseParts(self._read_prior)
-        ).with_outputs(prior.HASHES, main="summaries")
-        by_doc = [
-            files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc),
-            summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc),
-        ]
+        by_doc = [files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc)]
+        if parts is not None:
+            summarised = parts | "SummarisePrior" >> beam.ParDo(
+                prior.SummariseParts(self._read_prior)
+            ).with_outputs(prior.HASHES, main="summaries")
+            by_doc.append(summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc))
         if "prior_errors" in inputs:
             by_doc.append(
                 inputs["prior_errors"] | "KeyPriorErrorsByDoc" >> beam.Map(_prior_error_by_doc)
@@ -611,41 +727,57 @@ class ChunkCorpus(beam.PTransform):
                 _VERDICTS, _COUNTS, main="work"
             )
         )
+        staged_folder = self._staged_folder or staging.local_folder()
         docs = planned.work | "ProcessDocuments" >> beam.ParDo(
-            _ProcessDocuments(self._config, self._read_bytes)
+            _ProcessDocuments(self._config, self._read_bytes, staged_folder)
         ).with_outputs(_OCCURRENCES, _VERDICTS, _ERRORS, _COUNTS)
-        applied = (
-            (planned[_VERDICTS], docs[_VERDICTS])
-            | "FlattenVerdicts" >> beam.Flatten()
-            | "GroupVerdictsByPart" >> beam.GroupByKey()
-            | "ApplyVerdicts"
-            >> beam.ParDo(prior.ApplyVerdicts(self._read_prior)).with_outputs(
-                prior.REMOVED, prior.GONE, prior.PERSISTING, prior.COUNTS, main="kept"
+        by_bucket = [docs[_OCCURRENCES]]
+        counted = [planned[_COUNTS], docs[_COUNTS]]
+        if parts is not None:
+            applied = (
+                (planned[_VERDICTS], docs[_VERDICTS])
+                | "FlattenVerdicts" >> beam.Flatten()
+                | "GroupVerdictsByPart" >> beam.GroupByKey()
+                | "ApplyVerdicts"
+                >> beam.ParDo(prior.ApplyVerdicts(self._read_prior)).with_outputs(
+                    prior.REMOVED, prior.GONE, prior.PERSISTING, prior.COUNTS, main="kept"
+                )
             )
-        )
-        marked = (
-            (
-                docs[_OCCURRENCES],
+            by_bucket += [
                 summarised[prior.HASHES] | "TagPriorHashes" >> beam.Map(_tagged(_PRIOR)),
                 applied[prior.GONE] | "TagRemovedHashes" >> beam.Map(_tagged(_GONE)),
                 applied[prior.PERSISTING] | "TagPersistingIds" >> beam.Map(_tagged(_PERSISTING)),
-            )
+            ]
+            counted.append(applied[prior.COUNTS])
+        marked = (
+            tuple(by_bucket)
             | "FlattenByBucket" >> beam.Flatten()
             | "GroupByBucket" >> beam.GroupByKey()
-            | "MarkNew"
-            >> beam.ParDo(_MarkNew(self._config.model_window)).with_outputs(
-                _CHUNKS, _ADDED, _RETIRED, _COUNTS, main="manifest"
+            | "MarkNew" >> beam.ParDo(_MarkNew()).with_outputs(_RETIRED, _COUNTS, main="decided")
+        )
+        finished = (
+            marked.decided
+            | "GroupByStagedFile" >> beam.GroupByKey()
+            | "FinishStaged"
+            >> beam.ParDo(_FinishStaged(self._config.model_window)).with_outputs(
+                _CHUNKS, _ADDED, _COUNTS, main="manifest"
             )
         )
-        # Batched before the Flatten: its two inputs come from different stages, so what
-        # reaches the writer crosses a stage boundary, better as few large tables.
-        manifest = (
-            marked.manifest | "BatchManifest" >> beam.ParDo(ConcatTables()),
-            applied.kept,
-        ) | "FlattenManifest" >> beam.Flatten()
-        removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
-        chunks = marked[_CHUNKS] | "BatchChunks" >> beam.ParDo(ConcatTables())
-        added = marked[_ADDED] | "BatchAdded" >> beam.ParDo(ConcatTables())
+        counted += [marked[_COUNTS], finished[_COUNTS]]
+        manifest = finished.manifest | "BatchManifest" >> beam.ParDo(ConcatTables())
+        if parts is not None:
+            # Batched before the Flatten: its two inputs come from different stages, so what
+            # reaches the writer crosses a stage boundary, better as few large tables.
+            manifest = (manifest, applied.kept) | "FlattenManifest" >> beam.Flatten()
+            removed = applied[prior.REMOVED] | "BatchRemoved" >> beam.ParDo(ConcatTables())
+        else:
+            # Nothing to remove; an empty PCollection that costs no stage of its own.
+            removed = docs[_ERRORS] | "NothingRemoved" >> beam.FlatMap(_nothing)
+        # Row groups of chunks/ hold the text: smaller, so that a worker holds less of it.
+        chunks = finished[_CHUNKS] | "BatchChunks" >> beam.ParDo(
+            ConcatTables(row_group_buffer_bytes=_TEXT_ROW_GROUP_BYTES)
+        )
+        added = finished[_ADDED] | "BatchAdded" >> beam.ParDo(ConcatTables())
         retired = marked[_RETIRED] | "BatchRetired" >> beam.ParDo(ConcatTables())
         errors = (
             docs[_ERRORS],
@@ -655,17 +787,12 @@ class ChunkCorpus(beam.PTransform):
 
         counts = (
             (
-                planned[_COUNTS],
-                docs[_COUNTS],
-                marked[_COUNTS],
-                applied[prior.COUNTS],
+                *counted,
                 skipped | "CountSkipped" >> beam.FlatMap(_skipped_counts),
                 list_errors | "CountListingErrors" >> beam.FlatMap(_listing_error_counts),
             )
             | "FlattenCounts" >> beam.Flatten()
-            | "SumCounts" >> beam.CombinePerKey(sum)
-            | "CollectCounts" >> beam.combiners.ToDict()
-            | "FinishCounts" >> beam.Map(_finish_counts)
+            | "SumCounts" >> beam.CombineGlobally(_SumCounts())
         )
         return {
             "chunks": chunks,

@@ -88,7 +88,8 @@ class ListFiles(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
             pbegin
-            | "Patterns" >> beam.Create(self._patterns)
+            # Not reshuffled by Create: the shards are, next.
+            | "Patterns" >> beam.Create(self._patterns, reshuffle=False)
             | "Shard"
             >> beam.FlatMap(storage.plan, billing_project=self._billing_project, rules=self._rules)
             | "SpreadShards" >> beam.Reshuffle()
@@ -113,7 +114,7 @@ class ReadManifest(beam.PTransform):
             return pbegin | "NoPriorManifest" >> beam.Create([])
         return (
             pbegin
-            | "Files" >> beam.Create(self._files)
+            | "Files" >> beam.Create(self._files, reshuffle=False)  # the parts are, next
             | "ListParts" >> beam.FlatMap(prior.list_parts)
             | "SpreadParts" >> beam.Reshuffle()
         )
@@ -161,7 +162,7 @@ class ReadPriorErrors(beam.PTransform):
             return pbegin | "NoPriorErrors" >> beam.Create([])
         return (
             pbegin
-            | "ErrorFiles" >> beam.Create(self._paths)
+            | "ErrorFiles" >> beam.Create(self._paths, reshuffle=False)
             | "SpreadErrorFiles" >> beam.Reshuffle()
             | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
         )
@@ -179,13 +180,14 @@ class WriteTables(beam.PTransform):
     so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
     """
 
-    def __init__(self, output: str, run_id: str) -> None:
+    def __init__(self, output: str, run_id: str, temp: str | None = None) -> None:
         super().__init__()
         self._output = output
         self._run_id = run_id
+        self._temp = temp
 
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
-        temp = FileSystems.join(run_dir(self._output, self._run_id), f".temp-{uuid.uuid4().hex}")
+        temp = self._temp or temp_folder(self._output, self._run_id)
         final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
         written = [
             tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
@@ -197,6 +199,12 @@ class WriteTables(beam.PTransform):
             | "Together" >> beam.combiners.ToList()
             | "NameFiles" >> beam.FlatMap(name_table_files, temp=temp, final=final)
         )
+
+
+def temp_folder(output: str, run_id: str) -> str:
+    """A new temporary folder of the run: files written there before the tables are named
+    (``WriteTables``), removed with everything left in it when they are."""
+    return FileSystems.join(run_dir(output, run_id), f".temp-{uuid.uuid4().hex}")
 
 
 class TableFile:
@@ -259,8 +267,8 @@ def name_table_files(
 ) -> Iterator[str]:
     """Moves each table's temporary files to ``TABLE/part-SSSSS-of-NNNNN.parquet`` (in
     temporary-name order), writes one empty file for a table that has none, removes the
-    temporary folder and yields every final path. Safe to retry: a file already moved is
-    not moved again."""
+    temporary folder with whatever else is in it (staged occurrences) and yields every final
+    path. Safe to retry: a file already moved is not moved again."""
     by_table: dict[str, list[str]] = {name: [] for name in final}
     for name, path in files:
         by_table[name].append(path)
@@ -282,6 +290,10 @@ def name_table_files(
         if moving:
             FileSystems.rename([s for s, _ in moving], [t for _, t in moving])
         yield from targets
+    # Object stores have no folders: what is left is deleted by name.
+    (left,) = FileSystems.match([FileSystems.join(temp, "*")])
+    if left.metadata_list:
+        FileSystems.delete([m.path for m in left.metadata_list])
     if FileSystems.exists(temp):
         FileSystems.delete([temp])
 

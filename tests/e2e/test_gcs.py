@@ -96,6 +96,8 @@ def test_gcs_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(gcs, co
     assert "out/runs/r1/_SUCCESS" in names and "out/runs/r2/_SUCCESS" in names
     assert [n for n in names if "LATEST" in n] == ["out/LATEST"]
     assert gcs.bucket(OUT_BUCKET).blob("out/LATEST").download_as_text().strip() == "r2"
+    # Nothing temporary is left: no staged occurrences, no unnamed table file.
+    assert not [n for n in names if "/.temp-" in n]
     # `chunkmill report` reaches the run on GCS too.
     assert main(["report", "--output", out]) == 0
     assert "r2" in gcs.bucket(OUT_BUCKET).blob("out/runs/r2/report.html").download_as_text()

@@ -86,6 +86,8 @@ def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corp
 
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=OUT_BUCKET)["Contents"]]
     assert [k for k in keys if "LATEST" in k] == ["out/LATEST"]
+    # Nothing temporary is left: no staged occurrences, no unnamed table file.
+    assert not [k for k in keys if "/.temp-" in k]
     latest = s3.get_object(Bucket=OUT_BUCKET, Key="out/LATEST")["Body"].read()
     assert latest.decode().strip() == "r2"
     # `chunkmill report` reaches the run on S3 too.
