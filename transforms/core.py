@@ -387,10 +387,10 @@ class _MarkNew(_PerBundle):
     when the prior state lacks it; each new hash has exactly one chosen occurrence, the one
     for chunks/ (the smallest chunk_id, so the choice does not depend on grouping order); an
     occurrence whose id is not among the persisting ones is added. A hash is retired when
-    every prior row of it is removed and no occurrence of this run has it: every prior row
-    is either kept, removed or persisting, so its current count is prior - removed -
-    persisting + this run's. A bucket with neither occurrences nor removed rows (every
-    bucket of a run in which nothing changed) costs only its grouping.
+    every prior row of it is removed and no occurrence of this run has it (prior - removed
+    + this run's is 0: no term is negative, and a persisting row is not removed). A bucket
+    with neither occurrences nor removed rows (every bucket of a run in which nothing
+    changed) costs only its grouping.
     """
 
     def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
@@ -404,8 +404,7 @@ class _MarkNew(_PerBundle):
         batches = [prior.from_ipc(message, STAGED_IDS) for _, message in parts[_CURRENT]]
         persisting = _ipc_table(parts[_PERSISTING], prior.IDS)
         if parts[_GONE]:
-            prior_counts = _hash_counts(parts[_PRIOR])
-            yield from self._retired(batches, prior_counts, _hash_counts(parts[_GONE]), persisting)
+            yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
         if not batches:
             return
         ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
@@ -431,29 +430,33 @@ class _MarkNew(_PerBundle):
     def _retired(
         self,
         batches: list[pa.RecordBatch],
-        prior_counts: pa.Table,
-        gone: pa.Table,
-        persisting: pa.Table,
+        prior_counts: list[bytes],
+        gone_counts: list[bytes],
     ):
         """The ``retired/`` rows of the bucket: hashes of removed rows left with no current
-        occurrence."""
-        candidates = gone["chunk_hash"]
-        current = [b.column(b.schema.get_field_index("chunk_hash")) for b in batches]
-        counts = [
-            (prior_counts, 1),
-            (gone, -1),
-            (_count_hashes(persisting["chunk_hash"]), -1),
-            (_count_hashes(pa.chunked_array(current, pa.string())), 1),
-        ]
-        total = pa.array([0] * len(candidates), pa.int64())
-        for table, sign in counts:
-            index = pc.index_in(candidates, value_set=table["chunk_hash"])
-            found = pc.fill_null(pc.take(table["rows"], index), 0)
-            total = pc.add(total, pc.multiply(found, sign))
-        retired = pc.filter(candidates, pc.equal(total, 0))
-        if len(retired):
+        occurrence. Only the rows of those hashes are counted, so the work is in proportion to
+        what was removed, not to the bucket."""
+        gone = _ipc_table(gone_counts, prior.HASH_COUNTS)
+        candidates = pc.unique(gone["chunk_hash"])
+        total: Counter[str] = Counter()
+
+        def count(hashes: pa.ChunkedArray | pa.Array, rows: Any, sign: int) -> None:
+            among = pc.is_in(hashes, value_set=candidates)
+            kept = pc.filter(hashes, among).to_pylist()
+            n = [1] * len(kept) if rows is None else pc.filter(rows, among).to_pylist()
+            for h, k in zip(kept, n, strict=True):
+                total[h] += sign * k
+
+        prior_table = _ipc_table(prior_counts, prior.HASH_COUNTS)
+        count(prior_table["chunk_hash"], prior_table["rows"], 1)
+        count(gone["chunk_hash"], gone["rows"], -1)
+        for b in batches:
+            count(b.column(b.schema.get_field_index("chunk_hash")), None, 1)
+        retired = sorted(h for h in candidates.to_pylist() if total[h] == 0)
+        if retired:
             self._tally["hashes_retired"] += len(retired)
-            yield beam.pvalue.TaggedOutput(_RETIRED, pa.table([retired], schema=schema.RETIRED))
+            table = pa.table([pa.array(retired, pa.string())], schema=schema.RETIRED)
+            yield beam.pvalue.TaggedOutput(_RETIRED, table)
 
 
 class _FinishStaged(_PerBundle):
@@ -514,27 +517,19 @@ def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(batches, schema=table_schema)
 
 
-def _hash_counts(payloads: list[bytes]) -> pa.Table:
-    """Per-hash row counts of several ``HASH_COUNTS`` messages (a hash may be in several)."""
-    table = _ipc_table(payloads, prior.HASH_COUNTS)
-    summed = table.group_by("chunk_hash").aggregate([("rows", "sum")])
-    return pa.table({"chunk_hash": summed["chunk_hash"], "rows": summed["rows_sum"]})
-
-
-def _count_hashes(hashes: pa.Array | pa.ChunkedArray) -> pa.Table:
-    counted = pc.value_counts(hashes)
-    return pa.table(
-        {
-            "chunk_hash": counted.field("values"),
-            "rows": pc.cast(counted.field("counts"), pa.int64()),
-        }
-    )
-
-
 def _first_ids(table: pa.Table) -> pa.Table:
-    """``(chunk_hash, chunk_id)``: each hash of ``table`` once, with its smallest chunk_id."""
-    g = table.group_by("chunk_hash").aggregate([("chunk_id", "min")])
-    return pa.table({"chunk_hash": g["chunk_hash"], "chunk_id": g["chunk_id_min"]})
+    """``(chunk_hash, chunk_id)``: each hash of ``table`` once, with its smallest chunk_id.
+    Sorted by both, the first row of each hash's run (cheaper than a grouping for the
+    small tables of one bucket)."""
+    order = pc.sort_indices(
+        table, sort_keys=[("chunk_hash", "ascending"), ("chunk_id", "ascending")]
+    )
+    ordered = table.take(order).combine_chunks()
+    if ordered.num_rows < 2:
+        return ordered
+    hashes = ordered["chunk_hash"].chunk(0)
+    starts = pa.concat_arrays([pa.array([True]), pc.not_equal(hashes[1:], hashes[:-1])])
+    return ordered.filter(starts)
 
 
 def _split_listing(element: Any):
