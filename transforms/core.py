@@ -533,15 +533,15 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 
 def _split_listing(element: Any):
-    """The listing's documents (main) apart from its skipped objects and listing errors
-    (tagged ``_ASIDE`` as ``(kind, *fields)``); ``ListFiles`` yields all three, a test may
-    give documents only."""
+    """The listing's documents (main, keyed by doc_id for the join) apart from its skipped
+    objects and listing errors (tagged ``_ASIDE`` as ``(kind, *fields)``); ``ListFiles``
+    yields all three, a test may give documents only."""
     if isinstance(element, Skipped):
         yield beam.pvalue.TaggedOutput(_ASIDE, (_SKIPPED, *element))
     elif isinstance(element, ListingError):
         yield beam.pvalue.TaggedOutput(_ASIDE, (_LIST_ERRORS, *element))
     else:
-        yield element
+        yield _listed_by_doc(element)
 
 
 def _split_aside(element: tuple[str, ...]):
@@ -686,7 +686,7 @@ class ChunkCorpus(beam.PTransform):
         split = listing | "SplitListing" >> beam.FlatMap(_split_listing).with_outputs(
             _ASIDE, main="files"
         )
-        files = split.files
+        listed = split.files
         # Two patterns may find the same object or fail on the same folder: once each.
         aside = (
             split[_ASIDE]
@@ -703,7 +703,7 @@ class ChunkCorpus(beam.PTransform):
             # Redacted, as the prior rows' source_uri they are compared with.
             >> beam.FlatMap(lambda e: [redact_uri(e[0])] if e[1] == storage.LIST_FAILED else [])
         )
-        by_doc = [files | "KeyFilesByDoc" >> beam.Map(_listed_by_doc)]
+        by_doc = [listed]
         if parts is not None:
             summarised = parts | "SummarisePrior" >> beam.ParDo(
                 prior.SummariseParts(self._read_prior)
