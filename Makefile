@@ -67,7 +67,8 @@ bench-pipeline: install
 	$(BIN)/python -m benchmarks.pipeline $(BENCH_ARGS)
 
 # chunkmill against Beam's own RAG chunking (apache_beam.ml.rag), which needs LangChain below
-# 1.0 and so an environment of its own (.venv-peers).
+# 1.0: both run in one environment of their own (.venv-peers), chunkmill installed as pip
+# installs it (no cloud extra) and editable, so it measures the working tree.
 .venv-peers/bin/python: | $(BIN)/python
 	$(BIN)/python -m benchmarks.peers --setup --venv .venv-peers
 

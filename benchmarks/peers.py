@@ -49,7 +49,8 @@ def setup(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--quiet", "--disable-pip-version-check"]
     # Editable: a run measures the working tree as it is now.
-    subprocess.run([*pip, "install", "-e", str(ROOT), "langchain<1"], check=True)
+    # psutil: benchmarks.stages, run in this environment too.
+    subprocess.run([*pip, "install", "-e", str(ROOT), "langchain<1", "psutil"], check=True)
 
 
 def write_corpus(path: Path, n_docs: int) -> int:
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--setup", action="store_true", help="build the contender's venv, exit")
     parser.add_argument("--docs", type=int, default=7000, help="documents in the corpus")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best of)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
     parser.add_argument("--venv", type=Path, default=PEERS_VENV, help="the contender's venv")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp folder")
     args = parser.parse_args(argv)
