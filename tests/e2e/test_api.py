@@ -60,6 +60,8 @@ def test_the_api_and_a_run_make_the_same_chunks(tmp_path: Path, chunkmill):
     with beam.Pipeline() as p:
         scope["chunk_folder"](p, f"{docs}/**", str(tmp_path / "own"), "mine")
     own = pq.read_table(tmp_path / "own" / "runs" / "mine" / "chunks").to_pylist()
+    # The staged occurrences went with the run's temporary folder.
+    assert not list((tmp_path / "own" / "runs" / "mine").glob(".temp-*"))
     expected = {
         c.chunk_hash
         for name in SAMPLES
