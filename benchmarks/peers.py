@@ -21,10 +21,12 @@ process tree; and chunkmill's 1%-edited re-run, as a share of the first run's va
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +94,10 @@ def chunkmill(python: Path, corpus: Path, output: Path, prior: str = "none") -> 
     ]
 
 
-def contender(python: Path, corpus: Path, output: Path) -> list[str]:
-    return [str(python), str(CONTENDER), "--input", f"{corpus}/**", "--output", str(output)]
+def contender(python: Path, corpus: Path, output: Path, flags: Sequence[str] = ()) -> list[str]:
+    return [
+        str(python), str(CONTENDER), "--input", f"{corpus}/**", "--output", str(output), *flags
+    ]  # fmt: skip
 
 
 @dataclass
@@ -158,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
     parser.add_argument("--venv", type=Path, default=PEERS_VENV, help="the contender's venv")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp folder")
+    parser.add_argument(
+        "--contender-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="a Beam flag for ml.rag's pipeline (e.g. --contender-flag=--no_pipeline_type_check, "
+        "which chunkmill's local runs pass); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.setup:
         setup(args.venv)
@@ -173,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"corpus: {args.docs} documents, {corpus_mb:.1f} MB of Markdown in {full}")
     ours, theirs = Figures([], []), Figures([], [])
     for r in range(args.rounds):
-        contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, contender)]
+        theirs_cmd = functools.partial(contender, flags=args.contender_flag)
+        contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, theirs_cmd)]
         if r % 2:
             contenders.reverse()
         for name, figures, command in contenders:

@@ -63,12 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
-    args = parser.parse_args(argv)
+    # Any other flag is Beam's (benchmarks.peers --contender-flag).
+    args, beam_flags = parser.parse_known_args(argv)
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-    options = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
+    options = PipelineOptions(
+        ["--direct_num_workers=1", "--direct_running_mode=in_memory", *beam_flags]
+    )
     with beam.Pipeline(runner=fn_runner.FnApiRunner(), options=options) as p:
         build(p, args.input, args.output)
     return 0
