@@ -294,7 +294,8 @@ class _ProcessDocuments(_PerBundle):
         self._occurrences = []
         path = staging.write(self._staged_folder, table)
         for bucket, message in prior.by_bucket(table.select(STAGED_IDS.names)):
-            yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap((bucket, (_CURRENT, (path, message)))))
+            value = (bucket, (_CURRENT, (path, message)))
+            yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))
 
     def process(self, item: WorkItem):
         fate = carryover.before_reading(
