@@ -54,7 +54,7 @@ class RunInfo:
     @property
     def order(self) -> tuple[str, str]:
         """The order LATEST follows (transforms.tables.finished_runs)."""
-        return (self.started_at or "", self.run_id)
+        return runstate.run_order(self.started_at, self.run_id)
 
 
 def list_runs(output: str) -> list[RunInfo]:

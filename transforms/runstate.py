@@ -42,12 +42,26 @@ SUCCESS_KEYS = ("run_id", "started_at", "counts", "tables")
 _LATEST_MAX_BYTES = 1024
 # Default ids are to the second; launches in the same second take -2, -3, ... up to this.
 MAX_SAME_SECOND_RUNS = 1000
+# When a run started, in the run report and its claim: to the microsecond, so that runs one
+# after the other within a second (a script, a backfill, a small corpus) order as they ran.
+STARTED_AT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_TO_THE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 _log = logging.getLogger(__name__)
 
 
 def is_run_id(value: str) -> bool:
     return _RUN_ID.fullmatch(value) is not None
+
+
+def run_order(started_at: str | None, run_id: str) -> tuple[str, str]:
+    """The order of runs ``LATEST`` follows: when each started, then its id (runs started in
+    the same microsecond: launched side by side, neither is the other's successor). A time to
+    the second, as older releases wrote it, orders as that second's first microsecond."""
+    when = started_at or ""
+    if _TO_THE_SECOND.fullmatch(when):
+        when = when[:-1] + ".000000Z"
+    return (when, run_id)
 
 
 def run_dir(output: str, run_id: str) -> str:

@@ -35,7 +35,7 @@ from chunkmill.transforms import prior, storage
 from chunkmill.transforms.runstate import LATEST as LATEST
 from chunkmill.transforms.runstate import RUNS as RUNS
 from chunkmill.transforms.runstate import SUCCESS as SUCCESS
-from chunkmill.transforms.runstate import CorruptSuccess, read_bytes, read_success
+from chunkmill.transforms.runstate import CorruptSuccess, read_bytes, read_success, run_order
 from chunkmill.transforms.runstate import run_dir as run_dir
 
 
@@ -414,7 +414,8 @@ _PUBLISH_ROUNDS = 10
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
     """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
-    (``runstate.read_success``), oldest first: the candidates for ``LATEST``."""
+    (``runstate.read_success``), oldest first (``runstate.run_order``): the candidates for
+    ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:
@@ -426,7 +427,7 @@ def finished_runs(output: str) -> list[tuple[str, str]]:
             # content). Skipping is safe: that publisher lists again after its own write.
             continue
         runs.append((started_at, run_id))
-    return sorted(runs)
+    return sorted(runs, key=lambda run: run_order(*run))
 
 
 def point_latest_at_newest(output: str, run_id: str) -> str:

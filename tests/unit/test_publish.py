@@ -3,6 +3,7 @@ order two publishers' steps interleave in; a stale run never moves it back."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import threading
 from pathlib import Path
@@ -45,6 +46,29 @@ def test_order_is_started_at_not_the_run_id(tmp_path):
     publish(tmp_path, "zzz-backfill", "2026-11-20T01:00:00Z")
     publish(tmp_path, "aaa", "2026-11-21T01:00:00Z")
     assert latest(tmp_path) == "aaa"
+
+
+def test_runs_one_after_the_other_within_a_second_order_as_they_ran(tmp_path):
+    """Two launches in one second, the second with an id that sorts first: started_at is to
+    the microsecond, so the later run is the newest."""
+    from chunkmill.pipeline.options import parse_run
+
+    second = dt.datetime(2026, 11, 24, 1, 0, 0, tzinfo=dt.timezone.utc)
+    for run_id, micros in (("zzz", 1_000), ("aaa", 900_000)):
+        now = second.replace(microsecond=micros)
+        args = ["--output", str(tmp_path), "--run-id", run_id]
+        publish(tmp_path, run_id, parse_run(args, now=now).started_at)
+    assert latest(tmp_path) == "aaa"
+
+
+def test_a_time_to_the_second_orders_as_its_first_microsecond(tmp_path):
+    """Runs of an older release wrote started_at to the second: a run started later in that
+    second, to the microsecond, is newer, though "...00Z" sorts after "...00.5Z" as text."""
+    publish(tmp_path, "new", "2026-11-21T01:00:00.500000Z")
+    publish(tmp_path, "old", "2026-11-21T01:00:00Z")
+    assert latest(tmp_path) == "new"
+    publish(tmp_path, "older", "2026-11-21T00:59:59.999999Z")
+    assert [r for _, r in tables.finished_runs(str(tmp_path))] == ["older", "old", "new"]
 
 
 def test_stale_rename_landing_last_is_repaired(tmp_path, monkeypatch):
