@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline.options import UsageError, parse_runs
-from chunkmill.transforms import runstate, tables
+from chunkmill.transforms import lineage, runstate, tables
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,12 @@ class RunInfo:
     prior: str | None = None  # unfinished: the run it diffs against, from its claim
     corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
     tables: dict[str, list[dict[str, Any]]] | None = None  # finished: its tables' files
+    chain: dict[str, Any] | None = None  # finished: its place in its chain (lineage)
 
     @property
-    def order(self) -> tuple[str, str]:
-        """The order LATEST follows (transforms.tables.finished_runs)."""
-        return runstate.run_order(self.started_at, self.run_id)
+    def order(self) -> tuple[str, int, str, str]:
+        """The order LATEST follows (transforms.tables.finished_runs): by chain, then clock."""
+        return runstate.run_order(self.started_at, self.run_id, self.chain)
 
 
 def list_runs(output: str) -> list[RunInfo]:
@@ -91,6 +92,7 @@ def list_runs(output: str) -> list[RunInfo]:
                 prior=claim.prior_run_under(output) if claim else None,
                 corrupt=corrupt,
                 tables=report.get("tables"),
+                chain=lineage.chain_block(report),
             )
         )
     return sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(

@@ -29,7 +29,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import schema, stores
 from chunkmill.items import PriorError
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import prior, storage
+from chunkmill.transforms import lineage, prior, storage
 
 # The names of the run-state files live with their defensive readers (transforms/runstate.py).
 from chunkmill.transforms.runstate import LATEST as LATEST
@@ -402,7 +402,7 @@ def publish(
 # the schedule). chunkmill does not lock the output prefix: a lock on object storage needs a
 # conditional write FileSystems cannot express, and a dead run would hold it. Instead
 # publishing is safe under races: LATEST is not "the run that published last" but "the
-# newest finished run" (largest (started_at, run_id) among runs/*/_SUCCESS), and every
+# newest finished run" (the last of runs/*/_SUCCESS in runstate.run_order), and every
 # publisher re-checks after its own write. Whoever writes LATEST last then lists after that
 # write, so it sees every _SUCCESS written before it and repairs LATEST if a newer run
 # exists; a run that finishes later publishes later. So a stale run can never leave LATEST
@@ -414,20 +414,22 @@ _PUBLISH_ROUNDS = 10
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
     """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
-    (``runstate.read_success``), oldest first (``runstate.run_order``): the candidates for
-    ``LATEST``."""
+    (``runstate.read_success``), oldest first (``runstate.run_order``: by their chain, so a
+    run comes after every run it descends from, whatever the clocks said): the candidates
+    for ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:
         run_id = meta.path.rstrip("/").split("/")[-2]
         try:
-            started_at = str(read_success(meta.path)["started_at"])
+            report = read_success(meta.path)
         except CorruptSuccess:
             # Damaged, or another publisher is writing it (a local file appears before its
             # content). Skipping is safe: that publisher lists again after its own write.
             continue
-        runs.append((started_at, run_id))
-    return sorted(runs, key=lambda run: run_order(*run))
+        started_at = str(report["started_at"])
+        runs.append((run_order(started_at, run_id, lineage.chain_block(report)), started_at))
+    return [(started_at, order[-1]) for order, started_at in sorted(runs)]
 
 
 def point_latest_at_newest(output: str, run_id: str) -> str:
