@@ -43,7 +43,7 @@ from chunkmill.transforms import lineage, runstate, storage, tables
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
-_RECOVER = "pass --prior-manifest with an older run, or none"
+_RECOVER = runstate.RECOVER_PRIOR
 
 
 class PriorRefused(Exception):
@@ -201,7 +201,8 @@ def _check_version(path: str, meta: dict[bytes, bytes]) -> None:
         + (f" (written by chunkmill {writer})" if writer else "")
         + f"; this chunkmill reads versions {', '.join(sorted(readable))}. Run once with "
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
-        "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
+        "embeddings keyed by hash can be reused; still refused if it would drop more than "
+        "--max-removed-ratio of LATEST's documents), or use the chunkmill release that wrote it"
     )
 
 
@@ -346,7 +347,8 @@ def resolve_prior(
         return "none", None, None, (), ()
     if mode == "auto":
         try:
-            prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
+            # Not "none": with LATEST unreadable, nothing would hold that run to its documents.
+            prior_run = runstate.read_latest(output, alternative=runstate.OLDER_PRIOR)
         except runstate.BadLatest as e:
             raise UsageError(str(e)) from None
         if prior_run is None:

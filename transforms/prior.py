@@ -34,6 +34,7 @@ from apache_beam.io.filesystems import FileSystems
 from chunkmill import carryover, prior_summary, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
+from chunkmill.transforms import runstate
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
 # of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow
@@ -115,7 +116,7 @@ def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
 def _corrupt(path: str, problem: str) -> str:
     return (
         f"prior manifest file {path} cannot be used ({problem}); nothing was published. "
-        "Restore the file, or re-run with --prior-manifest naming an older run, or none"
+        f"Restore the file, or {runstate.RECOVER_PRIOR}"
     )
 
 

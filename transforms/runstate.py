@@ -50,6 +50,15 @@ _TO_THE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 _log = logging.getLogger(__name__)
 
+# How to go on past a prior that cannot be used, said by every such refusal. Not a bare
+# "--prior-manifest none": a run without a prior is still held to LATEST's documents
+# (transforms.tables.check_replaced_ratio), and the message says so.
+OLDER_PRIOR = "pass --prior-manifest naming an older finished run (chunkmill runs list shows them)"
+RECOVER_PRIOR = (
+    f"{OLDER_PRIOR}, or none to chunk everything again (still refused if it would drop more "
+    "than --max-removed-ratio of LATEST's documents)"
+)
+
 
 def is_run_id(value: str) -> bool:
     return _RUN_ID.fullmatch(value) is not None
