@@ -23,7 +23,9 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
         + f"processed {c['docs_processed']}  "
         f"carried over {c['docs_carried_over']}  failed {c['docs_failed']}"
         + (f" ({failed})" if failed else "")
-        + (f"  removed {c['docs_removed']}" if c["docs_removed"] else ""),
+        + (f"  removed {c['docs_removed']}" if c["docs_removed"] else "")
+        # Older reports lack it.
+        + (f"  emptied {c['docs_emptied']}" if c.get("docs_emptied") else ""),
         *_listing_line(c),
         f"chunks     total {c['chunks_total']}  new to embed {c['chunks_to_embed']}  "
         f"removed {c['chunks_removed']}",

@@ -32,7 +32,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import carryover, prior_summary, schema
-from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
+from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import runstate
 
@@ -226,6 +226,7 @@ def apply_verdicts(
     replaced: list[str] = []
     current: set[str] = set()
     gone: list[str] = []
+    emptied: list[str] = []
     for v in verdicts:
         if v.kind == KEEP:
             keep.append(v.doc_id)
@@ -236,6 +237,9 @@ def apply_verdicts(
             current.update(v.current_ids)
         elif v.kind == REMOVE:
             gone.append(v.doc_id)
+        elif v.kind == EMPTIED:
+            gone.append(v.doc_id)
+            emptied.append(v.doc_id)
         else:
             raise ValueError(f"unknown verdict kind {v.kind!r}")
     doc = table["doc_id"]
@@ -264,9 +268,13 @@ def apply_verdicts(
     removed = table.filter(pc.or_(is_gone, changed))
     persisting = table.filter(pc.and_(is_replaced, is_current)).select(["chunk_id", "chunk_hash"])
     reason = pc.if_else(
-        _in(removed["doc_id"], gone),
-        pa.scalar(schema.DOCUMENT_REMOVED),
-        pa.scalar(schema.DOCUMENT_CHANGED),
+        _in(removed["doc_id"], emptied),
+        pa.scalar(schema.DOCUMENT_EMPTIED),
+        pc.if_else(
+            _in(removed["doc_id"], gone),
+            pa.scalar(schema.DOCUMENT_REMOVED),
+            pa.scalar(schema.DOCUMENT_CHANGED),
+        ),
     )
     removed = as_table(removed, schema.REMOVED, removed_reason=reason)
     return manifest, removed, persisting.cast(IDS)

@@ -323,16 +323,21 @@ def check_error_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
 
 def check_removed_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
     """Refuses the run (``RunRefused``, one line naming the flag) when it would remove more
-    than ``max_ratio`` of the prior manifest's documents (``docs_removed`` of ``docs_prior``);
+    than ``max_ratio`` of the prior manifest's documents (``docs_removed`` and
+    ``docs_emptied``, of ``docs_prior``: an emptied document loses its chunks as surely as a
+    deleted one, and a mount that serves empty files empties the whole corpus);
     ``None`` turns the check off. (A run without a prior is held to the documents of LATEST's
     run instead: ``check_replaced_ratio``.) A run that
     removes most of the corpus is far more often a broken glob, a missing mount or a lost
     permission than a real deletion, and once published its removals reach every later run."""
-    prior_docs, removed = int(counts.get("docs_prior", 0)), int(counts.get("docs_removed", 0))
+    prior_docs = int(counts.get("docs_prior", 0))
+    emptied = int(counts.get("docs_emptied", 0))
+    removed = int(counts.get("docs_removed", 0)) + emptied
     if max_ratio is None or prior_docs == 0 or removed / prior_docs <= max_ratio:
         return
+    of_them = f" ({emptied} of them emptied: listed, but holding no text)" if emptied else ""
     raise RunRefused(
-        f"the run removes {removed} of {prior_docs} documents of the prior run "
+        f"the run removes {removed} of {prior_docs} documents of the prior run{of_them} "
         f"({removed / prior_docs:.1%}), more than --max-removed-ratio {max_ratio:g}; nothing "
         "was published. If this is intended, re-run with --max-removed-ratio 1"
     )
