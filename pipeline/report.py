@@ -16,6 +16,12 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
     if known:
         failed += f"; {known} known, not retried"
     prior = report["prior"]["run_id"] or report["prior"]["manifest"] or "none"
+    replaces = report["prior"].get("replaces")  # a run that did not diff against LATEST's
+    if replaces:
+        prior += (
+            f"; replaces {replaces['run_id']}, without {replaces['docs_dropped']} of its "
+            f"{replaces['docs']} documents"
+        )
     lines = [
         f"run {report['run_id']}  (prior: {prior})",
         f"documents  listed {c['docs_listed']}  "
