@@ -384,10 +384,17 @@ def replaced_state(
 
 
 def _doc_ids(paths: Sequence[str]) -> pa.Array:
-    """The distinct doc_ids of manifest files."""
-    batches = [b["doc_id"] for b in read_parquet_batches(paths, ["doc_id"])]
-    chunks = [c for b in batches for c in b.chunks]
-    return pc.unique(pa.chunked_array(chunks, pa.string()))
+    """The distinct doc_ids of manifest files, made distinct a batch at a time: what is held
+    is one id per document, not one per chunk."""
+    parts: list[pa.Array] = []
+    held = distinct = 0
+    for batch in read_parquet_batches(paths, ["doc_id"]):
+        parts.append(pc.unique(batch["doc_id"]))
+        held += len(parts[-1])
+        if held > 2 * distinct + 1_000_000:  # merged when the parts hold twice the distinct
+            parts = [pc.unique(pa.chunked_array(parts, pa.string()))]
+            held = distinct = len(parts[0])
+    return pc.unique(pa.chunked_array(parts, pa.string()))
 
 
 def check_replaced_ratio(
