@@ -306,8 +306,9 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_ratio,
         default=DEFAULT_MAX_REMOVED_RATIO,
         metavar="RATIO",
-        help="fail the run, publishing nothing, when it would remove more than this share (0 "
-        "to 1) of the prior run's documents; 1 allows any removal "
+        help="fail the run, publishing nothing, when it would remove (or empty) more than "
+        "this share (0 to 1) of the prior run's documents, or, without LATEST's run as its "
+        "prior, leave out more than this share of LATEST's documents; 1 allows any removal "
         f"(default {DEFAULT_MAX_REMOVED_RATIO:g})",
     )
     run.add_argument(
