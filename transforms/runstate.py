@@ -81,9 +81,11 @@ def run_order(
     (``lineage.chain_block``): the latest start on the run's walk back and how many runs
     precede it there. A run that descends from another has at least its latest start and a
     longer walk, so it is newer, however far ahead the clock of an ancestor ran. Runs that do
-    not descend from each other order by that latest start, then by when each started, then
-    by id (runs started in the same microsecond: launched side by side). A run without a
-    chain block (an older release) is the first of its own chain."""
+    not descend from each other order by that latest start, the walk's length, when each
+    started, then id: two runs launched after the same run (side by side) by when each
+    started, then id (started in the same microsecond). One total order, so that publishers
+    racing each other agree on the newest (``tables.point_latest_at_newest``). A run without
+    a chain block (an older release) is the first of its own chain."""
     when = start_order(started_at)
     latest, length = (when, 0) if chain is None else (chain["latest_start"], chain["length"])
     return (max(latest, when), length, when, run_id)
