@@ -31,6 +31,11 @@ TRANSIENT_REASONS = frozenset(
     }
 )
 
+# Failures that are never repeated unread: the transient ones, and ``empty``, which older
+# releases wrote for a document without text (keeping its rows); such a document is now
+# emptied (chunkmill.document), so it is read again and its stale rows removed.
+NOT_REPEATED_REASONS = TRANSIENT_REASONS | {"empty"}
+
 # The columns of a document's prior rows the rule reads: their shared value, or none.
 SHARED_COLUMNS = ("source_version", "config_fingerprint", "content_sha256", "source_uri")
 
@@ -88,11 +93,12 @@ def unchanged_by_content(content_sha256: str, prior: PriorState | None, fingerpr
 
 def is_known_failure(prior_error: PriorError | None, version: str | None, key: str) -> bool:
     """The prior run's failure of a document will recur: it failed at this very listed
-    ``version`` under this very attempt ``key``, for a reason that is not transient. A prior
+    ``version`` under this very attempt ``key``, for a reason that is not transient (nor
+    ``empty``: ``NOT_REPEATED_REASONS``). A prior
     failure without a version (an older run, a store that reports none) is never trusted."""
     return (
         prior_error is not None
-        and prior_error.reason not in TRANSIENT_REASONS
+        and prior_error.reason not in NOT_REPEATED_REASONS
         and version is not None
         and prior_error.source_version == version
         and prior_error.attempt_key == key

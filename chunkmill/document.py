@@ -4,9 +4,18 @@
 
 * ``carried_over`` — bytes and chunking config are unchanged since the prior run: its prior
   manifest rows carry over and it is not extracted;
-* ``processed`` — extracted and chunked; prior chunks its new version lacks are removed;
+* ``processed`` — extracted and chunked; prior chunks its new version lacks are removed. A
+  processed document may be *emptied* (``DocOutcome.emptied``): it holds no text now, so it
+  has no chunk and every prior row of it is removed (``document_emptied``);
 * ``failed`` — one errors/ row; its prior rows carry over (a transient failure must not delete
   embeddings downstream) and nothing is removed.
+
+Emptied, not failed: a document whose bytes are empty (a file truncated to 0 bytes), one of a
+text format (text, Markdown, reStructuredText, code, HTML, JSON, JSONL, CSV) whose text is
+empty or whitespace only, and one whose text the strategy makes no chunk of. Its bytes were
+read whole and say there is nothing to serve: keeping its old chunks would serve a text that
+no longer exists. A PDF or DOCX in which no text is found stays a failure (``no_text``): a
+scan or an image holds text a later release (OCR) may read, so its prior rows stay.
 
 A document's prior rows are known here only by their summaries (``WorkItem.prior``); the
 outcome's ``verdict`` says what becomes of them, and ``chunkmill.transforms.prior`` applies it where
@@ -23,8 +32,15 @@ from typing import Any
 from chunkmill import carryover, ids
 from chunkmill.chunking import Span
 from chunkmill.config import Chunking, ChunkingConfig
-from chunkmill.extract import Extracted, ExtractionError, extract, one_line, uses_parser
-from chunkmill.items import KEEP, REPLACE, PriorError, Verdict, WorkItem
+from chunkmill.extract import (
+    Extracted,
+    ExtractionError,
+    detect_format,
+    extract,
+    one_line,
+    uses_parser,
+)
+from chunkmill.items import EMPTIED, KEEP, REPLACE, PriorError, Verdict, WorkItem
 from chunkmill.redact import redact_text, redact_uri
 from chunkmill.versions import library_versions
 
@@ -41,10 +57,15 @@ class DocOutcome:
     # Carried over after reading: the same bytes under new listing metadata, so its kept rows
     # record this version and the next run can skip reading it.
     new_version: str | None = None
+    # Processed, and found to hold no text: no chunk, every prior row removed.
+    emptied: bool = False
 
     def verdict(self, doc_id: str) -> Verdict:
-        """What becomes of the document's prior rows: a processed document's are replaced by
-        its occurrences (those whose chunk_id is gone are removed); otherwise they are kept."""
+        """What becomes of the document's prior rows: an emptied document's are all removed
+        (``document_emptied``); a processed document's are replaced by its occurrences (those
+        whose chunk_id is gone are removed); otherwise they are kept."""
+        if self.emptied:
+            return Verdict(doc_id, EMPTIED)
         if self.status == PROCESSED:
             return Verdict(
                 doc_id, REPLACE, current_ids=tuple(o["chunk_id"] for o in self.occurrences)
@@ -176,6 +197,8 @@ def process_document(
         else:
             doc = extract_text(item.uri, data)
     except ExtractionError as e:
+        if e.reason == "empty":
+            return no_text(item, data, e.message, sha)
         return failed(item, "extract", e.reason, e.message, sha)
     except MemoryError:
         raise  # in a child, the memory budget's ``memory`` error
@@ -184,6 +207,26 @@ def process_document(
     if chunk_in_child is not None and len(doc.text) > CHUNK_IN_CHILD_ABOVE:
         return chunk_in_child(item, b"", sha, doc)
     return chunk_extracted(item, doc, sha, chunking)
+
+
+# Formats whose images may hold the text (scans, pictures of pages): a document of them in
+# which no text is found is a ``no_text`` failure, not emptied.
+_TEXT_IN_IMAGES = frozenset({"pdf", "docx"})
+
+
+def no_text(item: WorkItem, data: bytes, message: str, sha: str) -> DocOutcome:
+    """The outcome of a document read whole in which extraction found no text: emptied,
+    unless it has bytes of a format whose images may hold its text (``_TEXT_IN_IMAGES``)."""
+    if data and _format(item.uri, data) in _TEXT_IN_IMAGES:
+        return failed(item, "extract", "no_text", message, sha)
+    return DocOutcome(PROCESSED, emptied=True)
+
+
+def _format(uri: str, data: bytes) -> str | None:
+    try:
+        return detect_format(uri, data)
+    except ExtractionError:
+        return None
 
 
 def chunk_extracted(item: WorkItem, doc: Extracted, sha: str, chunking: Chunking) -> DocOutcome:
@@ -196,8 +239,8 @@ def chunk_extracted(item: WorkItem, doc: Extracted, sha: str, chunking: Chunking
         raise  # not the chunker's bug: in a child, the memory budget's ``memory`` error
     except Exception as e:
         return failed(item, "chunk", "chunker_error", f"{type(e).__name__}: {e}", sha)
-    if not spans:
-        return failed(item, "chunk", "empty", "no chunk: the text is whitespace only", sha)
+    if not spans:  # the strategy makes no chunk of this text: there is nothing to serve
+        return DocOutcome(PROCESSED, emptied=True)
 
     occurrences = _chunk_rows(
         item, doc, spans, chunk_tokens, sha, chunking, strategy, chunker.max_embed_tokens

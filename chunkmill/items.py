@@ -110,6 +110,7 @@ class WorkItem:
 KEEP = "keep"  # carried over or failed: every row stays in the manifest
 REPLACE = "replace"  # processed: its rows are superseded; those whose chunk_id is gone are removed
 REMOVE = "remove"  # no longer listed: every row is removed
+EMPTIED = "emptied"  # listed, but holds no text now: every row is removed (document_emptied)
 
 
 class Verdict(NamedTuple):

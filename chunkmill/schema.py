@@ -125,3 +125,6 @@ MANIFEST_FIELDS: tuple[str, ...] = tuple(MANIFEST.names)
 # removed_reason values
 DOCUMENT_REMOVED = "document_removed"  # the document is gone from the listing
 DOCUMENT_CHANGED = "document_changed"  # the document's new version no longer has this chunk
+# The document is still listed but holds no text now (0 bytes, or a text format whose text is
+# empty or whitespace only): it has no chunk, so none of its prior chunks stays.
+DOCUMENT_EMPTIED = "document_emptied"

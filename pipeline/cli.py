@@ -120,14 +120,14 @@ def report_run(argv: Sequence[str]) -> int:
 def plan(argv: Sequence[str]) -> int:
     settings = parse_plan(argv)
     from chunkmill.pipeline import plan as run_plan
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import runstate, tables
 
     try:
         planned = run_plan.make_plan(settings)
     except tables.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
         raise UsageError(
-            f"the prior manifest cannot be read ({e}); restore the file, or pass "
-            "--prior-manifest with an older run, or none"
+            f"the prior manifest cannot be read ({e}); restore the file, or "
+            f"{runstate.RECOVER_PRIOR}"
         ) from None
     print(run_plan.render(planned, settings))
     return 0

@@ -109,7 +109,8 @@ def command(argv: Sequence[str]) -> int:
         print(
             f"chunkmill: {missing} chunks of run {state.run_id} have no text in any run's "
             "chunks/ (a run folder was deleted by hand); nothing exported. Re-run with "
-            "--prior-manifest none to chunk everything again",
+            "--prior-manifest none to chunk everything again (still refused if it would drop "
+            "more than --max-removed-ratio of LATEST's documents)",
             file=sys.stderr,
         )
         return 1

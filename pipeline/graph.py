@@ -82,7 +82,12 @@ def report_header(settings: RunSettings) -> dict[str, Any]:
             "run_id": settings.prior_run_id,
             "manifest": settings.prior_manifest,
             "errors": list(settings.prior_errors),
+            # The run LATEST named at launch, whatever the prior: the run this one comes
+            # after (transforms.lineage), also when it diffs against nothing.
+            "after": settings.prior_after,
         },
+        # The run's place in its chain: LATEST follows it, not the clocks (runstate.run_order).
+        "chain": settings.chain,
         "chunking": {
             **settings.config.description,
             "fingerprint": settings.config.fingerprint,

@@ -103,6 +103,7 @@ def claim(settings: RunSettings) -> RunSettings:
         started_at=settings.started_at,
         prior_run_id=settings.prior_run_id,
         prior_manifest=settings.prior_manifest,
+        after=settings.prior_after,
     )
     try:
         made = runstate.claim_run(settings.output, wanted, exact=settings.run_id_given)

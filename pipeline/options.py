@@ -86,6 +86,10 @@ class RunSettings:
     # The prior run's errors/ files: its failures not worth trying again are not read. Empty
     # with --retry-failed, or when the prior is not a run (a manifest folder or glob).
     prior_errors: tuple[str, ...] = ()
+    # The run LATEST named at launch, whatever the prior (transforms.lineage: the run this one
+    # comes after), and the run's place in that chain (lineage.chain_after); set by preflight.
+    prior_after: str | None = None
+    chain: dict[str, Any] | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,8 +306,9 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         type=_ratio,
         default=DEFAULT_MAX_REMOVED_RATIO,
         metavar="RATIO",
-        help="fail the run, publishing nothing, when it would remove more than this share (0 "
-        "to 1) of the prior run's documents; 1 allows any removal "
+        help="fail the run, publishing nothing, when it would remove (or empty) more than "
+        "this share (0 to 1) of the prior run's documents, or, without LATEST's run as its "
+        "prior, leave out more than this share of LATEST's documents; 1 allows any removal "
         f"(default {DEFAULT_MAX_REMOVED_RATIO:g})",
     )
     run.add_argument(
@@ -581,6 +586,11 @@ def parse_run(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSett
     return preflight.check_run(settings)
 
 
+def launch_clock() -> dt.datetime:
+    """The time a run is launched at, in UTC: its started_at and default id."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunSettings:
     """Parse and validate ``chunkmill run`` arguments without touching storage: the prior
     is not resolved yet (``prior_mode`` is ``--prior-manifest`` as given)."""
@@ -627,7 +637,7 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
     except ValueError as e:
         raise UsageError(str(e)) from None
 
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or launch_clock()
     # The default id is the second the run starts; launching claims it, or ID-2, ID-3, ...
     # when another launch took it in the same second (transforms.runstate.claim_run).
     run_id = args.run_id or now.strftime("%Y%m%dT%H%M%SZ")

@@ -39,11 +39,11 @@ from apache_beam.io.filesystems import FileSystems
 from chunkmill import schema, stores
 from chunkmill.pipeline import options
 from chunkmill.pipeline.options import RunSettings, UsageError
-from chunkmill.transforms import runstate, storage, tables
+from chunkmill.transforms import lineage, runstate, storage, tables
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
-_RECOVER = "pass --prior-manifest with an older run, or none"
+_RECOVER = runstate.RECOVER_PRIOR
 
 
 class PriorRefused(Exception):
@@ -201,7 +201,8 @@ def _check_version(path: str, meta: dict[bytes, bytes]) -> None:
         + (f" (written by chunkmill {writer})" if writer else "")
         + f"; this chunkmill reads versions {', '.join(sorted(readable))}. Run once with "
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
-        "embeddings keyed by hash can be reused), or use the chunkmill release that wrote it"
+        "embeddings keyed by hash can be reused; still refused if it would drop more than "
+        "--max-removed-ratio of LATEST's documents), or use the chunkmill release that wrote it"
     )
 
 
@@ -272,6 +273,7 @@ def check_run(settings: RunSettings) -> RunSettings:
     mode, manifest, prior_run_id, files, errors = resolve_prior(
         settings.prior_mode, settings.output
     )
+    after = prior_run_id if mode == "auto" else latest_or_none(settings.output)
     return dataclasses.replace(
         settings,
         prior_mode=mode,
@@ -279,7 +281,22 @@ def check_run(settings: RunSettings) -> RunSettings:
         prior_run_id=prior_run_id,
         prior_files=files,
         prior_errors=() if settings.retry_failed else errors,
+        prior_after=after,
+        chain=lineage.chain_after(settings.output, after, settings.started_at),
     )
+
+
+def latest_or_none(output: str) -> str | None:
+    """The finished run ``LATEST`` names, or None when there is none or it cannot be read (a
+    run told ``--prior-manifest`` is not stopped by a damaged LATEST: that is how to go on
+    past one)."""
+    try:
+        latest = runstate.read_latest(output)
+    except runstate.BadLatest:
+        return None
+    if latest is None or not _finished(tables.run_dir(output, latest)):
+        return None
+    return latest
 
 
 def prepare_filesystems(beam_args: Sequence[str]) -> None:
@@ -330,7 +347,8 @@ def resolve_prior(
         return "none", None, None, (), ()
     if mode == "auto":
         try:
-            prior_run = runstate.read_latest(output, alternative="pass --prior-manifest none")
+            # Not "none": with LATEST unreadable, nothing would hold that run to its documents.
+            prior_run = runstate.read_latest(output, alternative=runstate.OLDER_PRIOR)
         except runstate.BadLatest as e:
             raise UsageError(str(e)) from None
         if prior_run is None:

@@ -16,6 +16,12 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
     if known:
         failed += f"; {known} known, not retried"
     prior = report["prior"]["run_id"] or report["prior"]["manifest"] or "none"
+    replaces = report["prior"].get("replaces")  # a run that did not diff against LATEST's
+    if replaces:
+        prior += (
+            f"; replaces {replaces['run_id']}, without {replaces['docs_dropped']} of its "
+            f"{replaces['docs']} documents"
+        )
     lines = [
         f"run {report['run_id']}  (prior: {prior})",
         f"documents  listed {c['docs_listed']}  "
@@ -23,7 +29,9 @@ def summary(report: dict[str, Any], seconds: float | None) -> str:
         + f"processed {c['docs_processed']}  "
         f"carried over {c['docs_carried_over']}  failed {c['docs_failed']}"
         + (f" ({failed})" if failed else "")
-        + (f"  removed {c['docs_removed']}" if c["docs_removed"] else ""),
+        + (f"  removed {c['docs_removed']}" if c["docs_removed"] else "")
+        # Older reports lack it.
+        + (f"  emptied {c['docs_emptied']}" if c.get("docs_emptied") else ""),
         *_listing_line(c),
         f"chunks     total {c['chunks_total']}  new to embed {c['chunks_to_embed']}  "
         f"removed {c['chunks_removed']}",

@@ -277,6 +277,8 @@ COUNT_LABELS = {
     "docs_failed": "documents failed",
     "docs_failed_not_retried": "of which failed before and unchanged (not read again)",
     "docs_removed": "documents removed (gone from the listing)",
+    "docs_empty": "documents without text (0 bytes, whitespace only): no chunk",
+    "docs_emptied": "documents emptied (listed, text gone: their chunks removed)",
     "docs_prior": "documents in the prior manifest",
     "docs_kept_unlisted": "documents kept unlisted (under a folder that could not be listed)",
     "docs_skipped": "objects skipped at listing (not read, not failures)",

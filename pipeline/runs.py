@@ -10,7 +10,8 @@ deleting a live one loses that night). A finished run that is newer than LATEST 
 publishing right now) is never deleted, nor is the run LATEST names (the next run diffs
 against it). Nor is the prior of a run in flight: each run's ``_CLAIM``, written when it
 was launched, names the run it diffs against, and that run is kept while the claimant is
-unfinished and within ``--grace-hours``.
+unfinished and within ``--grace-hours``; so is the run LATEST named at its launch, which a
+run without a prior run compares its documents with when it publishes.
 
 Nor, whatever its age, is a finished run whose chunks/ holds the only copy of the text of a
 chunk that LATEST's manifest lists (``keep_live_text``): a run's chunks/ holds only the
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline.options import UsageError, parse_runs
-from chunkmill.transforms import runstate, tables
+from chunkmill.transforms import lineage, runstate, tables
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,17 @@ class RunInfo:
     last_write: float  # newest file's modification time, seconds since the epoch
     files: int
     prior: str | None = None  # unfinished: the run it diffs against, from its claim
+    # Unfinished: the run LATEST named at its launch, from its claim; without a prior run the
+    # run compares its documents with that run's when it publishes (tables.replaced_state).
+    after: str | None = None
     corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
     tables: dict[str, list[dict[str, Any]]] | None = None  # finished: its tables' files
+    chain: dict[str, Any] | None = None  # finished: its place in its chain (lineage)
 
     @property
-    def order(self) -> tuple[str, str]:
-        """The order LATEST follows (transforms.tables.finished_runs)."""
-        return runstate.run_order(self.started_at, self.run_id)
+    def order(self) -> tuple[str, int, str, str]:
+        """The order LATEST follows (transforms.tables.finished_runs): by chain, then clock."""
+        return runstate.run_order(self.started_at, self.run_id, self.chain)
 
 
 def list_runs(output: str) -> list[RunInfo]:
@@ -89,8 +94,10 @@ def list_runs(output: str) -> list[RunInfo]:
                 last_write=max(m.last_updated_in_seconds for m in metas),
                 files=len(metas),
                 prior=claim.prior_run_under(output) if claim else None,
+                after=claim.after if claim else None,
                 corrupt=corrupt,
                 tables=report.get("tables"),
+                chain=lineage.chain_block(report),
             )
         )
     return sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
@@ -128,16 +135,21 @@ def plan_gc(
     def dead(run: RunInfo) -> bool:
         return grace_hours is not None and idle_hours(run) > grace_hours
 
+    in_flight = [r for r in runs if not r.finished and not dead(r)]
     in_flight_prior = {
-        r.prior: r.run_id for r in runs if not r.finished and r.prior and not dead(r)
+        r.after: f"LATEST at the launch of the unfinished run {r.run_id}"
+        for r in in_flight
+        if r.after
+    }
+    in_flight_prior |= {
+        r.prior: f"prior of the unfinished run {r.run_id}" for r in in_flight if r.prior
     }
     decisions = []
     for run in runs:
         if run.run_id == latest:
             decisions.append(Decision(run, False, "LATEST"))
         elif run.run_id in in_flight_prior:
-            claimant = in_flight_prior[run.run_id]
-            decisions.append(Decision(run, False, f"prior of the unfinished run {claimant}"))
+            decisions.append(Decision(run, False, in_flight_prior[run.run_id]))
         elif run.finished and run.run_id in newest:
             decisions.append(Decision(run, False, f"one of the {keep} newest besides LATEST"))
         elif run.finished and (latest_order is None or run.order > latest_order):

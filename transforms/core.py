@@ -323,6 +323,10 @@ class _ProcessDocuments(_PerBundle):
         self._outcomes[outcome.status].inc()
         _PROGRESS_DONE.update(int(outcome.status == document.FAILED))
         self._tally[f"docs_{outcome.status}"] += 1
+        if outcome.emptied:
+            self._tally["docs_empty"] += 1
+            if item.prior:  # its rows are removed: document_emptied
+                self._tally["docs_emptied"] += 1
         if outcome.error is not None:
             self._tally[f"failed:{outcome.error['reason']}"] += 1
             # The failure is remembered under what it depended on, so the next run can tell
@@ -604,6 +608,11 @@ def _finish_counts(counts: dict[str, int]) -> dict[str, Any]:
         "docs_failed",
         "docs_failed_not_retried",  # of docs_failed: failed before, unchanged, not read
         "docs_removed",
+        # Of docs_processed: read whole and holding no text (0 bytes, whitespace only): no
+        # chunk. Of those, docs_emptied had rows in the prior manifest, now removed
+        # (document_emptied): they count with docs_removed against --max-removed-ratio.
+        "docs_empty",
+        "docs_emptied",
         "docs_prior",  # documents with rows in the prior manifest
         "docs_kept_unlisted",
         "docs_skipped",

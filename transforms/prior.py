@@ -32,8 +32,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import carryover, prior_summary, schema
-from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
+from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
+from chunkmill.transforms import runstate
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
 # of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow
@@ -115,7 +116,7 @@ def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
 def _corrupt(path: str, problem: str) -> str:
     return (
         f"prior manifest file {path} cannot be used ({problem}); nothing was published. "
-        "Restore the file, or re-run with --prior-manifest naming an older run, or none"
+        f"Restore the file, or {runstate.RECOVER_PRIOR}"
     )
 
 
@@ -225,6 +226,7 @@ def apply_verdicts(
     replaced: list[str] = []
     current: set[str] = set()
     gone: list[str] = []
+    emptied: list[str] = []
     for v in verdicts:
         if v.kind == KEEP:
             keep.append(v.doc_id)
@@ -235,6 +237,9 @@ def apply_verdicts(
             current.update(v.current_ids)
         elif v.kind == REMOVE:
             gone.append(v.doc_id)
+        elif v.kind == EMPTIED:
+            gone.append(v.doc_id)
+            emptied.append(v.doc_id)
         else:
             raise ValueError(f"unknown verdict kind {v.kind!r}")
     doc = table["doc_id"]
@@ -263,9 +268,13 @@ def apply_verdicts(
     removed = table.filter(pc.or_(is_gone, changed))
     persisting = table.filter(pc.and_(is_replaced, is_current)).select(["chunk_id", "chunk_hash"])
     reason = pc.if_else(
-        _in(removed["doc_id"], gone),
-        pa.scalar(schema.DOCUMENT_REMOVED),
-        pa.scalar(schema.DOCUMENT_CHANGED),
+        _in(removed["doc_id"], emptied),
+        pa.scalar(schema.DOCUMENT_EMPTIED),
+        pc.if_else(
+            _in(removed["doc_id"], gone),
+            pa.scalar(schema.DOCUMENT_REMOVED),
+            pa.scalar(schema.DOCUMENT_CHANGED),
+        ),
     )
     removed = as_table(removed, schema.REMOVED, removed_reason=reason)
     return manifest, removed, persisting.cast(IDS)

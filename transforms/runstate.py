@@ -13,6 +13,7 @@ what is wrong and how to mend it, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -49,19 +50,45 @@ _TO_THE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 _log = logging.getLogger(__name__)
 
+# How to go on past a prior that cannot be used, said by every such refusal. Not a bare
+# "--prior-manifest none": a run without a prior is still held to LATEST's documents
+# (transforms.tables.check_replaced_ratio), and the message says so.
+OLDER_PRIOR = "pass --prior-manifest naming an older finished run (chunkmill runs list shows them)"
+RECOVER_PRIOR = (
+    f"{OLDER_PRIOR}, or none to chunk everything again (still refused if it would drop more "
+    "than --max-removed-ratio of LATEST's documents)"
+)
+
 
 def is_run_id(value: str) -> bool:
     return _RUN_ID.fullmatch(value) is not None
 
 
-def run_order(started_at: str | None, run_id: str) -> tuple[str, str]:
-    """The order of runs ``LATEST`` follows: when each started, then its id (runs started in
-    the same microsecond: launched side by side, neither is the other's successor). A time to
-    the second, as older releases wrote it, orders as that second's first microsecond."""
+def start_order(started_at: str | None) -> str:
+    """``started_at`` as it orders: a time to the second, as older releases wrote it, as
+    that second's first microsecond."""
     when = started_at or ""
     if _TO_THE_SECOND.fullmatch(when):
         when = when[:-1] + ".000000Z"
-    return (when, run_id)
+    return when
+
+
+def run_order(
+    started_at: str | None, run_id: str, chain: dict[str, Any] | None = None
+) -> tuple[str, int, str, str]:
+    """The order of runs ``LATEST`` follows: by their chain, not by the clocks that launched
+    them (``transforms.lineage``). ``chain`` is the run report's chain block
+    (``lineage.chain_block``): the latest start on the run's walk back and how many runs
+    precede it there. A run that descends from another has at least its latest start and a
+    longer walk, so it is newer, however far ahead the clock of an ancestor ran. Runs that do
+    not descend from each other order by that latest start, the walk's length, when each
+    started, then id: two runs launched after the same run (side by side) by when each
+    started, then id (started in the same microsecond). One total order, so that publishers
+    racing each other agree on the newest (``tables.point_latest_at_newest``). A run without
+    a chain block (an older release) is the first of its own chain."""
+    when = start_order(started_at)
+    latest, length = (when, 0) if chain is None else (chain["latest_start"], chain["length"])
+    return (max(latest, when), length, when, run_id)
 
 
 def run_dir(output: str, run_id: str) -> str:
@@ -231,14 +258,16 @@ def _mend(output: str, alternative: str | None) -> str:
 
 @dataclass(frozen=True)
 class Claim:
-    """What ``_CLAIM`` records: the run, when it started and the prior it diffs against
-    (``runs gc`` keeps that prior while the run is in flight). Never pipeline options: they
-    can carry credentials."""
+    """What ``_CLAIM`` records: the run, when it started, the prior it diffs against
+    (``runs gc`` keeps that prior while the run is in flight) and the run ``LATEST`` named
+    at its launch (``after``: the run it comes after, ``transforms.lineage``). Never
+    pipeline options: they can carry credentials."""
 
     run_id: str
     started_at: str
     prior_run_id: str | None
     prior_manifest: str | None
+    after: str | None = None
 
     def to_json(self) -> bytes:
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode("utf-8")
@@ -273,6 +302,7 @@ def read_claim(output: str, run_id: str) -> Claim | None:
             started_at=str(raw["started_at"]),
             prior_run_id=raw.get("prior_run_id"),
             prior_manifest=raw.get("prior_manifest"),
+            after=raw.get("after"),
         )
     except Exception:
         return None
@@ -302,7 +332,7 @@ def claim_run(output: str, claim: Claim, *, exact: bool) -> Claim:
     for run_id in candidate_ids(claim.run_id, exact=exact):
         if _has_files(run_dir(output, run_id)):
             continue
-        mine = Claim(run_id, claim.started_at, claim.prior_run_id, claim.prior_manifest)
+        mine = dataclasses.replace(claim, run_id=run_id)
         if storage.create_if_absent(claim_path(output, run_id), mine.to_json()):
             return mine
     raise RunTaken(

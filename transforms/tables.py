@@ -20,6 +20,7 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -29,7 +30,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import schema, stores
 from chunkmill.items import PriorError
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import prior, storage
+from chunkmill.transforms import lineage, prior, storage
 
 # The names of the run-state files live with their defensive readers (transforms/runstate.py).
 from chunkmill.transforms.runstate import LATEST as LATEST
@@ -322,17 +323,105 @@ def check_error_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
 
 def check_removed_ratio(counts: dict[str, Any], max_ratio: float | None) -> None:
     """Refuses the run (``RunRefused``, one line naming the flag) when it would remove more
-    than ``max_ratio`` of the prior manifest's documents (``docs_removed`` of ``docs_prior``);
-    ``None`` turns the check off, and a run without a prior is never refused. A run that
+    than ``max_ratio`` of the prior manifest's documents (``docs_removed`` and
+    ``docs_emptied``, of ``docs_prior``: an emptied document loses its chunks as surely as a
+    deleted one, and a mount that serves empty files empties the whole corpus);
+    ``None`` turns the check off. (A run without a prior is held to the documents of LATEST's
+    run instead: ``check_replaced_ratio``.) A run that
     removes most of the corpus is far more often a broken glob, a missing mount or a lost
     permission than a real deletion, and once published its removals reach every later run."""
-    prior_docs, removed = int(counts.get("docs_prior", 0)), int(counts.get("docs_removed", 0))
+    prior_docs = int(counts.get("docs_prior", 0))
+    emptied = int(counts.get("docs_emptied", 0))
+    removed = int(counts.get("docs_removed", 0)) + emptied
     if max_ratio is None or prior_docs == 0 or removed / prior_docs <= max_ratio:
         return
+    of_them = f" ({emptied} of them emptied: listed, but holding no text)" if emptied else ""
     raise RunRefused(
-        f"the run removes {removed} of {prior_docs} documents of the prior run "
+        f"the run removes {removed} of {prior_docs} documents of the prior run{of_them} "
         f"({removed / prior_docs:.1%}), more than --max-removed-ratio {max_ratio:g}; nothing "
         "was published. If this is intended, re-run with --max-removed-ratio 1"
+    )
+
+
+def replaced_state(
+    output: str,
+    run_id: str,
+    report: dict[str, Any],
+    written: Sequence[str],
+    max_ratio: float | None,
+) -> dict[str, Any] | None:
+    """What a run that did not diff against ``LATEST``'s run does to the state it replaces:
+    ``{"run_id", "docs", "docs_dropped"}``, LATEST's run at launch (``prior.after``), its
+    documents and how many of them have no row in this run's manifest (``written``), which a
+    consumer of the state would delete. None when there is nothing to compare: the run
+    diffed against LATEST's run (``check_removed_ratio`` holds it), no LATEST was named at
+    launch, or the check is off (``max_ratio`` None or 1). Reads the doc_id column of both
+    manifests, once, in the publishing step: only runs without LATEST as their prior
+    (``--prior-manifest none`` or a path) pay it."""
+    prior = report.get("prior") or {}
+    after = prior.get("after")
+    if max_ratio is None or max_ratio >= 1 or after is None or prior.get("run_id") == after:
+        return None
+    try:
+        latest = read_success(FileSystems.join(run_dir(output, after), SUCCESS))
+        theirs = _doc_ids(
+            [
+                FileSystems.join(run_dir(output, after), f["path"])
+                for f in latest["tables"]["manifest"]
+            ]
+        )
+    except (OSError, CorruptSuccess, pa.ArrowException) as e:
+        raise RunRefused(
+            f"the run does not diff against LATEST's run {after}, whose documents it would "
+            f"replace, and that run cannot be read to compare ({type(e).__name__}: "
+            f"{stores.first_line(str(e))}); nothing was published. Re-run, or re-run with "
+            "--max-removed-ratio 1 to publish without comparing"
+        ) from None
+    prefix = FileSystems.join(run_dir(output, run_id), "manifest") + "/"
+    ours = _doc_ids([p for p in written if p.startswith(prefix)])
+    dropped = len(theirs) - int(pc.sum(pc.is_in(theirs, value_set=ours)).as_py() or 0)
+    return {"run_id": after, "docs": len(theirs), "docs_dropped": dropped}
+
+
+def _doc_ids(paths: Sequence[str]) -> pa.Array:
+    """The distinct doc_ids of manifest files, made distinct a batch at a time: what is held
+    is one id per document, not one per chunk."""
+    parts: list[pa.Array] = []
+    held = distinct = 0
+    for batch in read_parquet_batches(paths, ["doc_id"]):
+        parts.append(pc.unique(batch["doc_id"]))
+        held += len(parts[-1])
+        if held > 2 * distinct + 1_000_000:  # merged when the parts hold twice the distinct
+            parts = [pc.unique(pa.chunked_array(parts, pa.string()))]
+            held = distinct = len(parts[0])
+    return pc.unique(pa.chunked_array(parts, pa.string()))
+
+
+def check_replaced_ratio(
+    replaced: dict[str, Any] | None, report: dict[str, Any], max_ratio: float | None
+) -> None:
+    """Refuses a run that did not diff against LATEST's run (``--prior-manifest none`` or a
+    path) when it would drop more than ``max_ratio`` of the documents of LATEST's run
+    (``replaced_state``): a run without a prior removes nothing by its own counts, yet once
+    LATEST, every document it lacks is gone from the state, and from the index synced to
+    it."""
+    if replaced is None or max_ratio is None or replaced["docs"] == 0:
+        return
+    docs, dropped = replaced["docs"], replaced["docs_dropped"]
+    if dropped / docs <= max_ratio:
+        return
+    prior = report.get("prior") or {}
+    base = (
+        "nothing (--prior-manifest none)"
+        if prior.get("mode") == "none"
+        else f"--prior-manifest {prior.get('manifest')}"
+    )
+    raise RunRefused(
+        f"the run diffs against {base}, not LATEST's run {replaced['run_id']}, and holds no "
+        f"row of {dropped} of its {docs} documents ({dropped / docs:.1%}), more than "
+        f"--max-removed-ratio {max_ratio:g}: published, they would be gone from the state and "
+        "from every index synced to it; nothing was published. If this is intended, re-run "
+        "with --max-removed-ratio 1"
     )
 
 
@@ -365,7 +454,8 @@ def footer_rows(path: str) -> int:
 class PublishPolicy:
     """When a finished run is refused instead of published: more than ``max_error_ratio`` of
     its listed documents failed, or it would remove more than ``max_removed_ratio`` of the
-    prior's documents (``None``: that check is off)."""
+    prior's documents, or, when it did not diff against LATEST's run, drop more than that
+    share of LATEST's documents (``None``: that check is off)."""
 
     max_error_ratio: float | None = None
     max_removed_ratio: float | None = None
@@ -386,8 +476,12 @@ def publish(
     Publishes nothing (``RunRefused``) when ``policy`` refuses the run."""
     check_error_ratio(counts, policy.max_error_ratio)
     check_removed_ratio(counts, policy.max_removed_ratio)
+    replaced = replaced_state(output, run_id, report, written, policy.max_removed_ratio)
+    check_replaced_ratio(replaced, report, policy.max_removed_ratio)
     base = run_dir(output, run_id)
     full = {**report, "counts": counts, "tables": table_files(base, written)}
+    if replaced is not None:
+        full["prior"] = {**full["prior"], "replaces": replaced}
     success = FileSystems.join(base, SUCCESS)
     # Written beside and renamed over (a rename is atomic on a local disk; an object store
     # makes an object visible only once whole), so a half-written _SUCCESS is never read.
@@ -402,7 +496,7 @@ def publish(
 # the schedule). chunkmill does not lock the output prefix: a lock on object storage needs a
 # conditional write FileSystems cannot express, and a dead run would hold it. Instead
 # publishing is safe under races: LATEST is not "the run that published last" but "the
-# newest finished run" (largest (started_at, run_id) among runs/*/_SUCCESS), and every
+# newest finished run" (the last of runs/*/_SUCCESS in runstate.run_order), and every
 # publisher re-checks after its own write. Whoever writes LATEST last then lists after that
 # write, so it sees every _SUCCESS written before it and repairs LATEST if a newer run
 # exists; a run that finishes later publishes later. So a stale run can never leave LATEST
@@ -414,20 +508,22 @@ _PUBLISH_ROUNDS = 10
 
 def finished_runs(output: str) -> list[tuple[str, str]]:
     """``(started_at, run_id)`` of every run under ``output`` whose ``_SUCCESS`` is valid
-    (``runstate.read_success``), oldest first (``runstate.run_order``): the candidates for
-    ``LATEST``."""
+    (``runstate.read_success``), oldest first (``runstate.run_order``: by their chain, so a
+    run comes after every run it descends from, whatever the clocks said): the candidates
+    for ``LATEST``."""
     pattern = FileSystems.join(output, RUNS, "*", SUCCESS)
     runs = []
     for meta in FileSystems.match([pattern])[0].metadata_list:
         run_id = meta.path.rstrip("/").split("/")[-2]
         try:
-            started_at = str(read_success(meta.path)["started_at"])
+            report = read_success(meta.path)
         except CorruptSuccess:
             # Damaged, or another publisher is writing it (a local file appears before its
             # content). Skipping is safe: that publisher lists again after its own write.
             continue
-        runs.append((started_at, run_id))
-    return sorted(runs, key=lambda run: run_order(*run))
+        started_at = str(report["started_at"])
+        runs.append((run_order(started_at, run_id, lineage.chain_block(report)), started_at))
+    return [(started_at, order[-1]) for order, started_at in sorted(runs)]
 
 
 def point_latest_at_newest(output: str, run_id: str) -> str:

@@ -23,7 +23,13 @@ def test_first_run_writes_every_table_and_publishes(chunkmill, corpus, tmp_path)
     assert c["docs_carried_over"] == 0 and c["chunks_removed"] == 0
     assert c["failed_by_reason"] == {"corrupt": 1}
     assert (tmp_path / "out" / "LATEST").read_text().strip() == "r1"
-    assert run.report["prior"] == {"mode": "auto", "run_id": None, "manifest": None, "errors": []}
+    assert run.report["prior"] == {
+        "mode": "auto",
+        "run_id": None,
+        "manifest": None,
+        "errors": [],
+        "after": None,  # the first run of its chain
+    }
 
     (error,) = run.rows("errors")
     assert error["source_uri"].endswith("broken.pdf") and error["reason"] == "corrupt"

@@ -6,15 +6,16 @@ retired = prior hashes - current hashes, chunks = current hashes - prior hashes.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import manifest_rows, paragraphs
 from tests.transform.test_core import run_corpus
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
-# A document: its paragraphs' words (a word repeated is the same chunk twice in it).
-doc = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)
+# A document: its paragraphs' words (a word repeated is the same chunk twice in it); no word
+# is a document emptied to 0 bytes, which has no chunk.
+doc = st.lists(st.sampled_from(WORDS), min_size=0, max_size=4)
 state = st.dictionaries(st.sampled_from([f"/c/{n}.md" for n in "abcdef"]), doc, max_size=5)
 
 
@@ -32,6 +33,7 @@ def delta_of(before: dict[str, list[str]], after: dict[str, list[str]]) -> dict:
 
 @settings(max_examples=10, deadline=None)
 @given(before=state, after=state)
+@example(before={"/c/a.md": ["alpha"], "/c/b.md": ["beta"]}, after={"/c/a.md": [], "/c/b.md": []})
 def test_the_tables_are_the_difference_of_the_two_states(before, after):
     d = delta_of(before, after)
     out, (prior_ids, ids), (prior_hashes, hashes) = d["out"], d["ids"], d["hashes"]
@@ -45,6 +47,13 @@ def test_the_tables_are_the_difference_of_the_two_states(before, after):
     counts = out["counts"][0]
     assert counts["occurrences_added"] == len(out["added"])
     assert counts["hashes_retired"] == len(out["retired"])
+    # An empty document has no row now; its prior rows are removed as emptied.
+    empty = {uri for uri, words in after.items() if not words}
+    assert not empty & {r["source_uri"] for r in out["manifest"]}
+    emptied = {r["source_uri"] for r in out["removed"] if r["removed_reason"] == "document_emptied"}
+    assert emptied == empty & {uri for uri, words in before.items() if words}
+    assert counts["docs_emptied"] == len(emptied) and counts["docs_empty"] == len(empty)
+    assert not out["errors"]
 
 
 def test_a_chunk_two_documents_share_is_retired_only_with_the_last_of_them():

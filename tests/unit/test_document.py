@@ -95,8 +95,9 @@ def test_edit_keeps_ids_of_untouched_chunks_and_removes_only_the_edited_one():
     ("uri", "data", "reason"),
     [
         ("/corpus/a.pdf", b"%PDF-1.7 truncated", "corrupt"),
-        ("/corpus/a.md", b"", "empty"),
         ("/corpus/a.txt", bytes(range(1, 256)) * 4, "undecodable"),
+        # No text layer (a scan): a later release may read its images, so rows stay.
+        ("/corpus/a.pdf", make_pdf([""]), "no_text"),
     ],
 )
 def test_failure_yields_one_error_and_keeps_prior_rows(uri, data, reason):
@@ -111,6 +112,68 @@ def test_failure_yields_one_error_and_keeps_prior_rows(uri, data, reason):
     assert out.occurrences == []
     kept, removed = applied(prior, out, uri)
     assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in prior] and removed == []
+
+
+def _docx(*paragraphs: str) -> bytes:
+    import io
+
+    import docx
+
+    document_ = docx.Document()
+    for text in paragraphs:
+        document_.add_paragraph(text)
+    out = io.BytesIO()
+    document_.save(out)
+    return out.getvalue()
+
+
+def _good(uri: str) -> bytes:
+    """A version of ``uri`` with text, as the prior run chunked it."""
+    if uri.endswith(".pdf"):
+        return make_pdf(["alpha " * 30, "beta " * 30])
+    if uri.endswith(".json"):
+        return b'{"title": "alpha beta gamma", "body": "delta epsilon"}'
+    if uri.endswith(".docx"):
+        return _docx("alpha " * 30, "beta " * 30)
+    return paragraphs("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("uri", "data"),
+    [
+        ("/corpus/a.md", b""),  # truncated to 0 bytes
+        ("/corpus/a.pdf", b""),  # 0 bytes, whatever the format
+        ("/corpus/a.md", b" \n\t\n  \n"),
+        ("/corpus/a.txt", "\u3000\n\u2003".encode()),  # Unicode spaces only
+        ("/corpus/a.html", b"<html><body> <p>  </p> </body></html>"),
+        ("/corpus/a.json", b"{}"),
+    ],
+)
+def test_an_emptied_document_has_no_chunk_and_every_prior_row_is_removed(uri, data):
+    prior = manifest_rows(uri, _good(uri))
+    doc = WorkItem(ids.doc_id(uri), uri, len(data), summarise(prior))
+    out = document.process_document(doc, data, Chunking(SMALL))
+    assert (out.status, out.emptied, out.error, out.occurrences) == (
+        document.PROCESSED,
+        True,
+        None,
+        [],
+    )
+    kept, removed = applied(prior, out, uri)
+    assert kept == []
+    assert sorted(r["chunk_id"] for r in removed) == sorted(r["chunk_id"] for r in prior)
+    assert {r["removed_reason"] for r in removed} == {schema.DOCUMENT_EMPTIED}
+
+
+def test_a_docx_without_text_is_no_text_and_keeps_its_rows():
+    uri = "/corpus/a.docx"
+    prior = manifest_rows(uri, _good(uri))
+    data = _docx()
+    doc = WorkItem(ids.doc_id(uri), uri, len(data), summarise(prior))
+    out = document.process_document(doc, data, Chunking(SMALL))
+    assert out.status == document.FAILED and out.error["reason"] == "no_text"
+    kept, removed = applied(prior, out, uri)
+    assert len(kept) == len(prior) and removed == []
 
 
 def test_chunker_crash_is_an_error_row_not_an_exception():

@@ -25,7 +25,9 @@ def item(error: PriorError | None, version: str | None = "v1") -> WorkItem:
     return WorkItem(ids.doc_id(URI), URI, 100, version=version, prior_error=error)
 
 
-@pytest.mark.parametrize("reason", ["corrupt", "binary", "empty", "too_large", "timeout", "memory"])
+@pytest.mark.parametrize(
+    "reason", ["corrupt", "binary", "no_text", "too_large", "timeout", "memory"]
+)
 def test_a_failure_at_the_listed_version_under_the_same_key_is_known(reason):
     assert carryover.is_known_failure(failure(reason), "v1", KEY)
 
@@ -120,3 +122,9 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
     broken.write_bytes(b"PAR1 cut short")
     assert list(tables.prior_errors(str(broken))) == []
     assert "broken.parquet is unreadable" in caplog.text
+
+
+def test_an_empty_failure_of_an_older_release_is_tried_again():
+    """Older releases failed a document without text as ``empty`` and kept its rows; read
+    again, it is emptied and its stale rows removed."""
+    assert not carryover.is_known_failure(failure("empty"), "v1", KEY)

@@ -237,3 +237,17 @@ def test_publish_refuses_a_mass_removal_and_leaves_latest_alone(tmp_path):
         tables.publish(None, counts, [], str(tmp_path), "r2", report, policy)
     assert not (tmp_path / "runs" / "r2" / "_SUCCESS").exists()
     assert (tmp_path / "LATEST").read_text().strip() == "r1"
+
+
+def test_no_refusal_advises_a_bare_prior_manifest_none(run, tmp_path):
+    """A run without a prior is held to LATEST's documents only while LATEST can be read:
+    past a damaged LATEST the way forward is an older run, never none; past a damaged prior
+    run, none is offered with what still guards it."""
+    (run / "manifest" / "part-00001-of-00002.parquet").unlink()
+    message = refused(run)
+    assert "older finished run" in message
+    assert "none to chunk everything again (still refused if it would drop more than " in message
+    (tmp_path / "out" / "LATEST").write_text("not a run id!\n")
+    with pytest.raises(preflight.UsageError) as info:
+        preflight.resolve_prior("auto", str(tmp_path / "out"))
+    assert "older finished run" in str(info.value) and "none" not in str(info.value)

@@ -4,6 +4,7 @@ order two publishers' steps interleave in; a stale run never moves it back."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import threading
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.transforms import tables
+from chunkmill.transforms import lineage, tables
 
 
 def report(run_id: str, started_at: str) -> dict:
@@ -125,3 +126,108 @@ def test_no_finished_runs(tmp_path, missing):
         (tmp_path / missing).mkdir()
         (tmp_path / "runs" / "dead").mkdir()  # a run that never finished
     assert tables.finished_runs(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs ordered by their chain: a clock that ran ahead does not pin LATEST
+
+
+NIGHT = dt.datetime(2026, 11, 24, 1, 0, 0, tzinfo=dt.timezone.utc)
+AHEAD = dt.timedelta(hours=2)
+
+
+def settings_at(output: Path, run_id: str, now: dt.datetime, *extra: str):
+    """A run launched at ``now`` by that machine's clock, through the real preflight."""
+    from chunkmill.pipeline.options import parse_run
+
+    return parse_run(["--output", str(output), "--run-id", run_id, *extra], now=now)
+
+
+def launch_and_publish(output: Path, run_id: str, now: dt.datetime, *extra: str) -> str:
+    from chunkmill.pipeline import graph
+
+    settings = settings_at(output, run_id, now, *extra)
+    header = graph.report_header(settings)
+    return tables.publish(None, {}, [], str(output), run_id, header)
+
+
+def success(output: Path, run_id: str) -> dict:
+    return json.loads((output / "runs" / run_id / "_SUCCESS").read_text())
+
+
+def test_a_run_launched_with_its_clock_ahead_does_not_pin_latest(tmp_path, caplog):
+    """night1's machine ran two hours ahead: its started_at is later than the next nights'.
+    Each of them comes after it (LATEST named it at their launch), so each becomes LATEST,
+    without a warning."""
+    launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
+    for minutes, run_id in ((30, "night2"), (60, "night3")):
+        launch_and_publish(tmp_path, run_id, NIGHT + dt.timedelta(minutes=minutes))
+        assert latest(tmp_path) == run_id
+    assert success(tmp_path, "night3")["prior"]["after"] == "night2"
+    assert "keeps naming" not in caplog.text
+    assert [r for _, r in tables.finished_runs(str(tmp_path))] == ["night1", "night2", "night3"]
+
+
+def test_a_run_without_a_prior_records_the_run_it_comes_after(tmp_path):
+    launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
+    launch_and_publish(tmp_path, "fresh", NIGHT, "--prior-manifest", "none")
+    report = success(tmp_path, "fresh")
+    assert report["prior"]["run_id"] is None and report["prior"]["after"] == "night1"
+    assert lineage.predecessor(report) == "night1"
+    assert lineage.descends_from(str(tmp_path), "fresh", "night1")
+    assert latest(tmp_path) == "fresh"
+
+
+def test_an_ancestor_publishing_again_does_not_take_latest_back(tmp_path):
+    """A retried publish of a run whose clock was ahead, after its successor published."""
+    ahead = settings_at(tmp_path, "night1", NIGHT + AHEAD)
+    from chunkmill.pipeline import graph
+
+    tables.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    launch_and_publish(tmp_path, "night2", NIGHT)
+    tables.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    assert latest(tmp_path) == "night2"
+
+
+def test_siblings_order_by_their_clocks(tmp_path, caplog):
+    """Two runs launched side by side after the same LATEST: neither comes after the other,
+    so the one started later is the newest, whichever finishes first."""
+    from chunkmill.pipeline import graph
+
+    launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
+    early = settings_at(tmp_path, "early", NIGHT)
+    late = settings_at(tmp_path, "late", NIGHT + dt.timedelta(minutes=5))
+    tables.publish(None, {}, [], str(tmp_path), "late", graph.report_header(late))
+    tables.publish(None, {}, [], str(tmp_path), "early", graph.report_header(early))
+    assert latest(tmp_path) == "late"
+    assert "LATEST keeps naming late" in caplog.text
+
+
+def test_the_order_survives_gc_deleting_the_runs_between(tmp_path):
+    """Each report records its place in the chain: with the runs between deleted, the run
+    whose clock ran ahead is still older than the runs after it."""
+    import shutil
+
+    launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
+    launch_and_publish(tmp_path, "night2", NIGHT)
+    launch_and_publish(tmp_path, "night3", NIGHT + dt.timedelta(minutes=30))
+    shutil.rmtree(tmp_path / "runs" / "night2")
+    assert tables.point_latest_at_newest(str(tmp_path), "night3") == "night3"
+
+
+def test_gc_follows_the_chain(tmp_path):
+    """`runs gc` orders runs as LATEST does: the run whose clock ran ahead is the oldest, so
+    it goes first, and LATEST with the newest besides it stays."""
+    from chunkmill.pipeline import runs
+
+    launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
+    launch_and_publish(tmp_path, "night2", NIGHT)
+    launch_and_publish(tmp_path, "night3", NIGHT + dt.timedelta(minutes=30))
+    listed = runs.list_runs(str(tmp_path))
+    assert [r.run_id for r in listed] == ["night1", "night2", "night3"]
+    decisions = runs.plan_gc(listed, "night3", keep=1, grace_hours=None, now=0)
+    assert {d.run.run_id: d.delete for d in decisions} == {
+        "night1": True,
+        "night2": False,
+        "night3": False,
+    }

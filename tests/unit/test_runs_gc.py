@@ -170,6 +170,16 @@ def test_gc_keeps_the_prior_a_launched_run_claimed(output, capsys):
     ]  # fmt: skip
 
 
+def test_gc_keeps_the_run_a_launched_run_without_a_prior_compares_with(output, capsys):
+    """A run launched with --prior-manifest none while night3 was LATEST compares its
+    documents with night3's when it publishes: gc keeps night3 while it runs."""
+    claim = runstate.Claim("fresh", "2026-11-04T00:30:00Z", None, None, after="night3")
+    assert runstate.claim_run(str(output), claim, exact=True).run_id == "fresh"
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "kept  night3  (LATEST at the launch of the unfinished run fresh)" in out
+
+
 # -- the text of the current state -------------------------------------------------------------
 
 

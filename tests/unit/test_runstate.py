@@ -102,7 +102,9 @@ def test_a_folder_of_an_older_run_without_a_claim_is_taken(tmp_path):
 
 def test_the_claim_records_the_run_and_its_prior_and_nothing_else(tmp_path):
     made = runstate.claim_run(
-        str(tmp_path), Claim("r2", "2026-11-22T07:30:05Z", "r1", "/o/r1/*.parquet"), exact=True
+        str(tmp_path),
+        Claim("r2", "2026-11-22T07:30:05Z", "r1", "/o/r1/*.parquet", after="r1"),
+        exact=True,
     )
     recorded = json.loads((tmp_path / "runs" / "r2" / runstate.CLAIM).read_text())
     assert recorded == {
@@ -110,6 +112,7 @@ def test_the_claim_records_the_run_and_its_prior_and_nothing_else(tmp_path):
         "started_at": "2026-11-22T07:30:05Z",
         "prior_run_id": "r1",
         "prior_manifest": "/o/r1/*.parquet",
+        "after": "r1",
     }
     assert runstate.read_claim(str(tmp_path), "r2") == made
 

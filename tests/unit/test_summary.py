@@ -50,3 +50,17 @@ def test_a_known_window_that_every_chunk_fits_is_said_so():
 def test_nothing_is_said_without_a_known_window_or_count(window, over):
     # chars4 and whitespace know no model; a report of an older release has no count.
     assert "window" not in summary(run_report(window, over), 1.0)
+
+
+def test_an_emptied_document_and_the_state_a_run_without_a_prior_replaces_are_said():
+    report = run_report(None, None)
+    report["counts"] |= {"docs_processed": 3, "docs_empty": 2, "docs_emptied": 1}
+    report["prior"] = {
+        "run_id": None,
+        "manifest": None,
+        "after": "r0",
+        "replaces": {"run_id": "r0", "docs": 4, "docs_dropped": 1},
+    }
+    lines = summary(report, 1.0).splitlines()
+    assert lines[0] == "run r1  (prior: none; replaces r0, without 1 of its 4 documents)"
+    assert lines[1].endswith("failed 0  emptied 1"), lines[1]
