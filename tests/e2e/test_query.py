@@ -52,25 +52,8 @@ def query_json(index, capsys, *more: str) -> dict:
     return found
 
 
-def database_objects(url: str) -> tuple:
-    """Every relation, extension and row count of the index: what a write would change."""
-    with psycopg.connect(url) as conn:
-        relations = conn.execute(
-            "SELECT relname, relkind FROM pg_class c JOIN pg_namespace n ON n.oid = relnamespace "
-            "WHERE nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1"
-        ).fetchall()
-        extensions = conn.execute("SELECT extname FROM pg_extension ORDER BY 1").fetchall()
-        rows = None
-        if any(name == "chunkmill_chunks" for name, _ in relations):
-            rows = conn.execute(
-                "SELECT chunk_id, chunk_hash, model_key, embedding::text FROM chunkmill_chunks "
-                "ORDER BY 1"
-            ).fetchall()
-        return relations, extensions, rows
-
-
 def test_the_chunk_that_answers_comes_first_with_its_own_offsets(index, capsys):
-    before = database_objects(index.url)
+    before = tiny_index.database_objects(index.url)
     found = query_json(index, capsys, "--k", "3")
     hits = found["hits"]
     assert found["model_key"] == index.model.key
@@ -87,7 +70,7 @@ def test_the_chunk_that_answers_comes_first_with_its_own_offsets(index, capsys):
     cosine = float(np.dot(question, chunk) / np.linalg.norm(question) / np.linalg.norm(chunk))
     assert abs(top["score"] - cosine) < 1e-3
     assert top["score"] > hits[1]["score"] >= hits[2]["score"]
-    assert database_objects(index.url) == before  # read-only
+    assert tiny_index.database_objects(index.url) == before  # read-only
 
     code, out, _ = query(index, capsys, "--output", str(index.output), "--k", "2")
     assert code == 0
@@ -161,7 +144,7 @@ def test_what_query_cannot_do_is_one_line_and_exit_2(index, capsys, tmp_path, po
 
     # A database that was never synced: refused, and nothing created, not even pgvector.
     empty = fresh_database(postgres, f"e{uuid.uuid4().hex[:12]}")
-    before = database_objects(empty)
+    before = tiny_index.database_objects(empty)
     assert "run chunkmill sync" in refused("--to", empty, *output)
-    assert database_objects(empty) == before
+    assert tiny_index.database_objects(empty) == before
     assert ("vector",) not in before[1]

@@ -57,6 +57,30 @@ class TinyIndex:
         return found
 
 
+def database_objects(url: str) -> tuple:
+    """Every relation, extension, index column and index row (id, hash, key, vector): what a
+    write to the database would change."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        relations = conn.execute(
+            "SELECT relname, relkind FROM pg_class c JOIN pg_namespace n ON n.oid = relnamespace "
+            "WHERE nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1"
+        ).fetchall()
+        extensions = conn.execute("SELECT extname FROM pg_extension ORDER BY 1").fetchall()
+        columns = conn.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = 'chunkmill_chunks' ORDER BY ordinal_position"
+        ).fetchall()
+        rows = None
+        if columns:
+            rows = conn.execute(
+                "SELECT chunk_id, chunk_hash, model_key, embedding::text, text "
+                "FROM chunkmill_chunks ORDER BY 1"
+            ).fetchall()
+        return relations, extensions, columns, rows
+
+
 def build(folder: Path, server: str) -> TinyIndex:
     """Runs, embeds (all-minilm-l6-v2) and syncs the corpus into a new database."""
     corpus = folder / "corpus"
