@@ -164,19 +164,24 @@ def _recorded_model(settings: QuerySettings, key: str) -> str:
     return embedding.DEFAULT_MODEL
 
 
-def nearest(conn: Any, table: str, key: str, vector: Sequence[float], k: int) -> list[Hit]:
-    """The ``k`` rows of ``key`` nearest to ``vector`` by cosine distance."""
+def nearest_sql(table: str) -> Any:
+    """The search: ``ORDER BY embedding <=> v LIMIT k``, the form a pgvector HNSW or IVFFlat
+    index on ``embedding vector_cosine_ops`` serves. Parameters ``v``, ``key``, ``k``."""
     from psycopg import sql
 
-    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    query = sql.SQL(
+    return sql.SQL(
         "SELECT {columns}, 1 - (embedding <=> %(v)s::vector) FROM {table} "
         "WHERE model_key = %(key)s ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
     ).format(
         columns=sql.SQL(", ").join(map(sql.Identifier, HIT_COLUMNS)),
         table=sql.Identifier(table),
     )
-    rows = conn.execute(query, {"v": literal, "key": key, "k": k}).fetchall()
+
+
+def nearest(conn: Any, table: str, key: str, vector: Sequence[float], k: int) -> list[Hit]:
+    """The ``k`` rows of ``key`` nearest to ``vector`` by cosine distance."""
+    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    rows = conn.execute(nearest_sql(table), {"v": literal, "key": key, "k": k}).fetchall()
     return [
         Hit(rank, float(row[-1]), **dict(zip(HIT_COLUMNS, row[:-1], strict=True)))
         for rank, row in enumerate(rows, start=1)

@@ -12,8 +12,10 @@ import uuid
 import numpy as np
 import psycopg
 import pytest
+from psycopg.sql import SQL
 
 from chunkmill import embedding
+from chunkmill.pipeline import query
 from chunkmill.pipeline.cli import main
 from tests.e2e import tiny_index
 from tests.pg import fresh_database, postgres  # noqa: F401  (the fixture)
@@ -39,14 +41,14 @@ def _link_if_large(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def query(index, capsys, *more: str) -> tuple[int, str, str]:
+def ask(index, capsys, *more: str) -> tuple[int, str, str]:
     code = main(["query", tiny_index.QUESTION, "--to", index.url, *more])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
 def query_json(index, capsys, *more: str) -> dict:
-    code, out, err = query(index, capsys, "--output", str(index.output), "--json", *more)
+    code, out, err = ask(index, capsys, "--output", str(index.output), "--json", *more)
     assert code == 0, err
     found: dict = json.loads(out)
     return found
@@ -72,7 +74,7 @@ def test_the_chunk_that_answers_comes_first_with_its_own_offsets(index, capsys):
     assert top["score"] > hits[1]["score"] >= hits[2]["score"]
     assert tiny_index.database_objects(index.url) == before  # read-only
 
-    code, out, _ = query(index, capsys, "--output", str(index.output), "--k", "2")
+    code, out, _ = ask(index, capsys, "--output", str(index.output), "--k", "2")
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 4  # a line of where, a line of excerpt, per hit
@@ -86,14 +88,14 @@ def test_the_model_must_be_the_tables_and_rows_of_another_key_are_never_compared
 ):
     # The model's folder given as --model: the same files, so the same key.
     same = model_copy(index.model, tmp_path / "same")
-    code, out, err = query(index, capsys, "--model", str(same), "--k", "1")
+    code, out, err = ask(index, capsys, "--model", str(same), "--k", "1")
     assert code == 0, err
     assert tiny_index.ANSWER in out
     # One file changed is another model: refused in one line, naming both keys.
     other = model_copy(index.model, tmp_path / "other")
     config = other / "sentence_bert_config.json"
     config.write_text(config.read_text().replace("256", "128"))
-    code, out, err = query(index, capsys, "--model", str(other))
+    code, out, err = ask(index, capsys, "--model", str(other))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert embedding.model_key(other) in err and index.model.key in err and "--model" in err
 
@@ -148,3 +150,32 @@ def test_what_query_cannot_do_is_one_line_and_exit_2(index, capsys, tmp_path, po
     assert "run chunkmill sync" in refused("--to", empty, *output)
     assert tiny_index.database_objects(empty) == before
     assert ("vector",) not in before[1]
+    # A table of that name that no sync recorded: not taken for an index.
+    with psycopg.connect(empty) as conn:
+        conn.execute("CREATE TABLE chunkmill_chunks (chunk_id text)")
+    assert "no sync recorded" in refused("--to", empty, *output)
+
+
+def test_a_new_column_and_an_ann_index_change_no_answer(index, capsys):
+    """The query names its columns, and its ORDER BY is the one an HNSW index serves."""
+    before = query_json(index, capsys, "--k", "3")
+    with psycopg.connect(index.url) as conn:
+        conn.execute("ALTER TABLE chunkmill_chunks ADD COLUMN row_digest text DEFAULT 'x'")
+        conn.execute(
+            "CREATE INDEX chunkmill_chunks_hnsw ON chunkmill_chunks "
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+    try:
+        assert query_json(index, capsys, "--k", "3") == before
+        with psycopg.connect(index.url) as conn:
+            conn.execute("SET enable_seqscan = off")  # 6 rows: a scan is cheaper otherwise
+            vector = "[" + ",".join(["0.1"] * index.model.dimension) + "]"
+            plan = conn.execute(
+                SQL("EXPLAIN ") + query.nearest_sql("chunkmill_chunks"),
+                {"v": vector, "key": index.model.key, "k": 3},
+            ).fetchall()
+        assert "chunkmill_chunks_hnsw" in " ".join(line for (line,) in plan)
+    finally:
+        with psycopg.connect(index.url) as conn:
+            conn.execute("DROP INDEX chunkmill_chunks_hnsw")
+            conn.execute("ALTER TABLE chunkmill_chunks DROP COLUMN row_digest")
