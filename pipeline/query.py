@@ -214,13 +214,13 @@ def _pages(start: int, end: int | None) -> str:
 
 def command(argv: Sequence[str]) -> int:
     """``chunkmill query``."""
-    import psycopg
-
     settings = parse(argv)
     try:
         conn = vector_index.connect_read_only(settings.url)
     except vector_index.IndexUnavailable as e:
         raise UsageError(str(e)) from None
+    import psycopg  # there: connecting needed it
+
     try:
         key = table_key(conn, settings.table)
         model = index_model(settings, key)
