@@ -147,6 +147,23 @@ def connect(url: str) -> Any:
     return conn
 
 
+def connect_read_only(url: str) -> Any:
+    """A connection to ``url`` whose every transaction is read-only (it creates nothing, not
+    even pgvector); ``IndexUnavailable`` in one line when the database cannot be reached."""
+    try:
+        import psycopg
+    except ImportError:
+        raise IndexUnavailable(
+            "reading the index needs the postgres extra: pip install 'chunkmill[postgres]'"
+        ) from None
+    try:
+        conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
+    except psycopg.Error as e:
+        raise IndexUnavailable(f"cannot connect to {redact_uri(url)}: {_first_line(e)}") from None
+    conn.execute("SET default_transaction_read_only = on")
+    return conn
+
+
 def _first_line(error: Exception) -> str:
     text = " ".join(str(error).split("\n")[0].split())
     return text or type(error).__name__

@@ -229,6 +229,7 @@ INDEX_COMMANDS = {
     "export": "write a run's whole current state, with its text, to one folder",
     "sync": "make a pgvector table equal to LATEST's state",
     "verify": "compare a pgvector table with LATEST's state; --repair mends it",
+    "query": "print the chunks of a pgvector table nearest to a question",
 }
 
 

@@ -50,6 +50,7 @@ def test_a_missing_extra_is_named(without_cloud: None) -> None:
         (["export", "--output", "OUT", "--to", "s3://b/export"], "--to", AWS),
         (["embed", "--output", "gs://b/out"], "--output", GCP),
         (["sync", "--output", "s3://b/out", "--to", "postgresql://u@h/db"], "--output", AWS),
+        (["query", "q", "--output", "gs://b/out", "--to", "postgresql://u@h/db"], "--output", GCP),
         (
             ["run", "--output", "OUT", "--runner", "DataflowRunner"],
             "--runner",
