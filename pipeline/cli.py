@@ -163,6 +163,12 @@ def verify_command(argv: Sequence[str]) -> int:
     return sync.command("verify", argv)
 
 
+def eval_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import eval as evaluation
+
+    return evaluation.command(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": run,
     "plan": plan,
@@ -172,6 +178,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "export": export_command,
     "sync": sync_command,
     "verify": verify_command,
+    "eval": eval_command,
 }
 
 

@@ -225,6 +225,7 @@ INDEX_COMMANDS = {
     "export": "write a run's whole current state, with its text, to one folder",
     "sync": "make a pgvector table equal to LATEST's state",
     "verify": "compare a pgvector table with LATEST's state; --repair mends it",
+    "eval": "measure how well chunks serve retrieval on questions with known evidence",
 }
 
 
