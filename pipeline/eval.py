@@ -180,6 +180,12 @@ def configurations(base: argparse.Namespace, specs: Sequence[str] | None) -> lis
     return found
 
 
+def spec_config(spec: str) -> ChunkingConfig:
+    """The configuration of one ``--compare`` spec on its own (every other flag at run's
+    default)."""
+    return chunking_config(_spec_args(argparse.Namespace(), spec), f"--compare {spec!r}")
+
+
 def _spec_args(base: argparse.Namespace, spec: str) -> argparse.Namespace:
     """``base`` with the flags of ``spec`` ("STRATEGY [FLAG=VALUE ...]") applied."""
     words = shlex.split(spec)
