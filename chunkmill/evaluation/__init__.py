@@ -69,8 +69,8 @@ def chunks_from_spans(
 
 def spans_in(text: str, chunks: Sequence[str]) -> list[Span]:
     """Where each of ``chunks`` (texts cut from ``text`` in order, possibly overlapping)
-    lies in ``text``: the first occurrence at or after the previous chunk's start. For
-    chunkers that return only texts; ``ValueError`` for a chunk that is not in ``text``."""
+    lies in ``text``: its first occurrence after the previous chunk's start. For chunkers
+    that return only texts; ``ValueError`` for a chunk that is not in ``text`` there."""
     spans: list[Span] = []
     at = 0
     for chunk in chunks:
@@ -78,7 +78,7 @@ def spans_in(text: str, chunks: Sequence[str]) -> list[Span]:
         if found < 0:
             raise ValueError(f"chunk {len(spans)} is not in the text from offset {at}")
         spans.append((found, found + len(chunk)))
-        at = found
+        at = found + 1
     return spans
 
 
