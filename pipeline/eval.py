@@ -158,6 +158,10 @@ def parse_eval(argv: Sequence[str]) -> EvalSettings:
     if args.run is not None:
         if args.input or args.compare:
             raise UsageError("--run scores that run's chunks: give --input and --compare, or --run")
+        given = [a.option_strings[0] for a in _chunking_actions()
+                 if getattr(args, a.dest) != a.default]  # fmt: skip
+        if given:
+            raise UsageError(f"--run scores that run's chunks as they are: drop {given[0]}")
         return EvalSettings(**common, run_id=args.run, output=absolute(args.output).rstrip("/"))
     if not args.input:
         raise UsageError("--input: which documents? (or --run RUN_ID to score a run's chunks)")

@@ -5,6 +5,7 @@ once per repetition; a word no chunk has counts nothing."""
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -49,4 +50,4 @@ class Bm25:
         """The indices of the ``k`` best texts for ``query``, best first (ties: first
         indexed first)."""
         scores = self.scores(query)
-        return sorted(range(self.size), key=lambda i: (-scores[i], i))[:k]
+        return heapq.nsmallest(k, range(self.size), key=lambda i: (-scores[i], i))

@@ -4,6 +4,7 @@ table and an inline SVG plot of recall against IoU; no script, no network)."""
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,8 +100,10 @@ PΩ: the IoU of exactly the chunks that meet the evidence, without retrieval.</p
 """
 
 
-# The plot's size and margins, in pixels.
-_W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 640, 400, 56, 44, 16, 200
+# The plot's size and margins, in pixels; the legend on the right is as wide as its longest
+# label (about 7 pixels a character at 11 px).
+_PLOT_W, _H, _LEFT, _BOTTOM, _TOP = 440, 400, 56, 44, 16
+_CHAR_W = 7
 
 
 def svg_plot(rows: Sequence[Row]) -> str:
@@ -112,27 +115,35 @@ def svg_plot(rows: Sequence[Row]) -> str:
         for i, row in enumerate(rows)
         for n, s in row.scores.items()
     ]
-    x_max = max([0.05, *(p[2] for p in points)]) * 1.1
-    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+    x_step, x_ticks = _axis(0.0, max([0.01, *(p[2] for p in points)]))
+    y_low = min(0.8, *(p[3] for p in points))
+    y_step, y_ticks = _axis(y_low, 1.0)
+    y_min = 1.0 - y_step * y_ticks
+    x_max = x_step * x_ticks
+    plot_w, plot_h = _PLOT_W, _H - _TOP - _BOTTOM
+    labels = [row.label for row in rows] + names
+    width = _LEFT + plot_w + 40 + _CHAR_W * max(len(label) for label in labels)
+    legend_x = _LEFT + plot_w + 16
 
     def x(v: float) -> float:
         return _LEFT + v / x_max * plot_w
 
     def y(v: float) -> float:
-        return _TOP + (1 - v) * plot_h
+        return _TOP + (1 - v) / (1 - y_min) * plot_h
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{_H}" role="img" '
         'aria-label="recall against IoU">',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
         'stroke="#999"/>',
     ]
-    for tick in range(6):
-        v = tick / 5
-        parts.append(f'<text x="{_LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
-        xv = x_max * tick / 5
+    for tick in range(y_ticks + 1):
+        v = y_min + tick * y_step
+        parts.append(f'<text x="{_LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
+    for tick in range(x_ticks + 1):
+        xv = tick * x_step
         parts.append(
-            f'<text x="{x(xv):.1f}" y="{_H - _BOTTOM + 16}" text-anchor="middle">{xv:.3f}</text>'
+            f'<text x="{x(xv):.1f}" y="{_H - _BOTTOM + 16}" text-anchor="middle">{xv:.3g}</text>'
         )
     parts.append(
         f'<text x="{_LEFT + plot_w / 2}" y="{_H - 8}" text-anchor="middle">IoU</text>'
@@ -141,7 +152,6 @@ def svg_plot(rows: Sequence[Row]) -> str:
     )
     for row_index, shape, iou, recall in points:
         parts.append(_marker(shape, x(iou), y(recall), _COLOURS[row_index % len(_COLOURS)]))
-    legend_x = _W - _RIGHT + 16
     for i, row in enumerate(rows):
         ly = _TOP + 14 + 18 * i
         parts.append(_marker(0, legend_x, ly - 4, _COLOURS[i % len(_COLOURS)]))
@@ -152,6 +162,15 @@ def svg_plot(rows: Sequence[Row]) -> str:
         parts.append(f'<text x="{legend_x + 10}" y="{ly}">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _axis(low: float, high: float) -> tuple[float, int]:
+    """A round tick step (1, 2 or 5 times a power of ten) and how many steps from ``low``
+    cover ``high``: about five."""
+    raw = max(high - low, 1e-9) / 5
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return step, max(1, math.ceil((high - low) / step - 1e-9))
 
 
 def _marker(shape: int, cx: float, cy: float, colour: str) -> str:

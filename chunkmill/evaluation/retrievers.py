@@ -31,6 +31,8 @@ class Bm25Retriever:
 # Texts per model call, and how many texts make an embedding long enough to report progress.
 BATCH = 64
 PROGRESS_FROM = 512
+# Queries scored against every chunk at once: 256 rows of similarities.
+QUERY_BLOCK = 256
 
 
 class ModelRetriever:
@@ -52,12 +54,17 @@ class ModelRetriever:
         import numpy as np
 
         self._embed(list(texts) + list(queries))
-        chunks = np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 1))
-        asked = np.stack([self._vectors[q] for q in queries])
-        similarity = asked @ chunks.T
-        # A stable sort of the negated scores: ties keep index order.
-        order = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
-        return [[int(i) for i in row] for row in order]
+        if not texts:
+            return [[] for _ in queries]
+        chunks = np.stack([self._vectors[t] for t in texts])
+        ranked: list[list[int]] = []
+        for at in range(0, len(queries), QUERY_BLOCK):  # bounds the similarity matrix
+            asked = np.stack([self._vectors[q] for q in queries[at : at + QUERY_BLOCK]])
+            similarity = asked @ chunks.T
+            # A stable sort of the negated scores: ties keep index order.
+            order = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
+            ranked += [[int(i) for i in row] for row in order]
+        return ranked
 
     def _embed(self, texts: list[str]) -> None:
         todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))

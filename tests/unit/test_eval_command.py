@@ -118,6 +118,25 @@ def test_bad_flags_are_one_line(corpus, capsys, extra, message):
     assert message in one_line_error(capsys)
 
 
+def test_help_and_a_bad_flag_answer_without_beam():
+    from tests.unit.test_cli_startup import probe
+
+    code, imported, out, _ = probe("eval", "--help")
+    assert code == 0 and "usage: chunkmill eval" in out and "--compare SPEC" in out
+    assert imported == []
+    code, imported, _, err = probe(
+        "eval", "--input", "d/*", "--questions", "q.csv", "--compare", "paragraf"
+    )
+    assert code == 2 and len(err) == 1 and "invalid choice: 'paragraf'" in err[0]
+    assert imported == []
+
+
+def test_chunking_flags_with_a_run_are_one_line(corpus, capsys):
+    args = ["eval", "--run", "r1", "--questions", str(corpus / "q.jsonl"), "--max-tokens", "9"]
+    assert main(args) == 2
+    assert "--run scores that run's chunks as they are: drop --max-tokens" in one_line_error(capsys)
+
+
 def test_without_input_or_run_is_one_line(corpus, capsys):
     assert main(["eval", "--questions", str(corpus / "q.jsonl")]) == 2
     assert "--input: which documents? (or --run RUN_ID" in one_line_error(capsys)
@@ -186,7 +205,10 @@ def test_a_finished_runs_chunks_score_as_the_same_configuration_on_its_input(cor
 
 
 @pytest.mark.slow
-def test_the_model_retriever_beside_bm25(corpus, capsys):
+def test_the_model_retriever_beside_bm25(corpus, capsys, monkeypatch):
+    from chunkmill.evaluation import retrievers
+
+    monkeypatch.setattr(retrievers, "QUERY_BLOCK", 1)  # one query a block: blocks joined in order
     code = main(eval_args(corpus, "--retriever", "bm25", "--retriever", "model", "-k", "1"))
     out = capsys.readouterr().out.splitlines()
     assert code == 0
