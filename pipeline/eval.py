@@ -176,12 +176,23 @@ def configurations(base: argparse.Namespace, specs: Sequence[str] | None) -> lis
     """One configuration from the chunking flags, or one per ``--compare`` spec, each on top
     of those flags."""
     if not specs:
-        return [Configuration(base.strategy, chunking_config(base, "--strategy etc."))]
+        return [Configuration(_label(base), chunking_config(base))]
     found = []
     for spec in specs:
         args = _spec_args(base, spec)
         found.append(Configuration(spec, chunking_config(args, f"--compare {spec!r}")))
     return found
+
+
+def _label(args: argparse.Namespace) -> str:
+    """The configuration the chunking flags make, in the words of a spec:
+    ``paragraph max-tokens=256``."""
+    given = [
+        f"{a.option_strings[0][2:]}={getattr(args, a.dest)}"
+        for a in _chunking_actions()
+        if a.dest != "strategy" and getattr(args, a.dest) != a.default
+    ]
+    return " ".join([args.strategy, *given])
 
 
 def spec_config(spec: str) -> ChunkingConfig:
@@ -192,7 +203,10 @@ def spec_config(spec: str) -> ChunkingConfig:
 
 def _spec_args(base: argparse.Namespace, spec: str) -> argparse.Namespace:
     """``base`` with the flags of ``spec`` ("STRATEGY [FLAG=VALUE ...]") applied."""
-    words = shlex.split(spec)
+    try:
+        words = shlex.split(spec)
+    except ValueError as e:  # an unclosed quote
+        raise UsageError(f"--compare {spec!r}: {e}") from None
     if not words:
         raise UsageError("--compare: an empty configuration")
     argv = ["--strategy", words[0]]
@@ -210,8 +224,9 @@ def _spec_args(base: argparse.Namespace, spec: str) -> argparse.Namespace:
         raise UsageError(f"--compare {spec!r}: {e}") from None
 
 
-def chunking_config(args: argparse.Namespace, where: str) -> ChunkingConfig:
-    """The ``ChunkingConfig`` of parsed chunking flags, as run builds it."""
+def chunking_config(args: argparse.Namespace, where: str | None = None) -> ChunkingConfig:
+    """The ``ChunkingConfig`` of parsed chunking flags, as run builds it; ``where`` prefixes
+    an error (which spec)."""
     from chunkmill.chunking.base import ParameterError
     from chunkmill.config import ChunkingConfig
 
@@ -231,9 +246,10 @@ def chunking_config(args: argparse.Namespace, where: str) -> ChunkingConfig:
         )
     except ParameterError as e:
         flags = {a.dest: a.option_strings[0] for a in _chunking_actions()}
-        raise UsageError(f"{where}: {e.render(flags)}") from None
+        message = e.render(flags)
     except ValueError as e:
-        raise UsageError(f"{where}: {e}") from None
+        message = str(e)
+    raise UsageError(message if where is None else f"{where}: {message}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -89,6 +89,16 @@ def test_flags_outside_compare_apply_to_every_configuration(corpus, capsys):
         assert chunks(narrow[i], spec) > chunks(wide[i], spec)
 
 
+def test_one_configuration_from_the_flags_is_labelled_in_the_words_of_a_spec(corpus, capsys):
+    flags = ["--strategy", "paragraph", "--max-tokens", "100", "--overlap-tokens", "0"]
+    assert main(eval_args(corpus, *flags)) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[1]
+        .startswith("paragraph max-tokens=100 overlap-tokens=0 ")
+    )
+
+
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("chunkmill: error: "), err
@@ -107,6 +117,7 @@ def one_line_error(capsys) -> str:
         (["--compare", "paragraph colour=red"], "unrecognized argument"),
         (["--compare", "paragraph chunk-size=400"], "--chunk-size does not apply to strategy"),
         (["--chunk-size", "400", "--strategy", "section"], "--chunk-size does not apply"),
+        (["--compare", "section tokenizer='x"], '--compare "section tokenizer=\'x": No closing'),
         (["--model", "x"], "--model applies to --retriever model"),
         (["--run", "r1"], "give --input and --compare, or --run"),
         (["--html", "/nonexistent/folder/x.html"], "--html /nonexistent/folder/x.html: its folder"),
