@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from chunkmill.evaluation.bm25 import Bm25
 
@@ -39,11 +39,12 @@ class ModelRetriever:
     """An embedding model (sentence-transformers): normalized vectors, ranked by cosine.
 
     Vectors are kept by text, so configurations compared in one command embed a chunk they
-    share once. Progress goes to ``progress`` (stderr) when there are many texts to embed."""
+    share once. With ``progress``, an embedding of many texts says how far it is on stderr,
+    at every tenth."""
 
     name = "model"
 
-    def __init__(self, model_path: Path, progress: TextIO | None = sys.stderr) -> None:
+    def __init__(self, model_path: Path, progress: bool = True) -> None:
         from chunkmill import embedding
 
         self._model: Any = embedding.load(model_path)
@@ -68,13 +69,15 @@ class ModelRetriever:
 
     def _embed(self, texts: list[str]) -> None:
         todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        show = self._progress is not None and len(todo) >= PROGRESS_FROM
+        show = self._progress and len(todo) >= PROGRESS_FROM
+        tenths = 0
         for at in range(0, len(todo), BATCH):
             batch = todo[at : at + BATCH]
             vectors = self._model.encode(
                 batch, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True
             )
             self._vectors.update(zip(batch, vectors, strict=True))
-            if show and self._progress is not None:
-                done = min(at + BATCH, len(todo))
-                print(f"embedding {done}/{len(todo)} texts", file=self._progress, flush=True)
+            done = at + len(batch)
+            if show and done * 10 // len(todo) > tenths:
+                tenths = done * 10 // len(todo)
+                print(f"embedded {done} of {len(todo)} texts", file=sys.stderr, flush=True)

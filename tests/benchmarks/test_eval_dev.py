@@ -47,7 +47,7 @@ def test_langchain_reference_figure_with_minilm(dev):
 
     _, _, minilm = REFERENCE[(200, 0)]
     chunks = eval_dev.langchain_chunks(dev.texts, 200, 0)
-    got = score(chunks, dev.questions, ModelRetriever(embedding.model_path(), progress=None))
+    got = score(chunks, dev.questions, ModelRetriever(embedding.model_path(), progress=False))
     assert (got.recall, got.iou) == (
         pytest.approx(minilm[0], abs=POINT),
         pytest.approx(minilm[1], abs=POINT),

@@ -220,9 +220,15 @@ def test_the_model_retriever_beside_bm25(corpus, capsys, monkeypatch):
     from chunkmill.evaluation import retrievers
 
     monkeypatch.setattr(retrievers, "QUERY_BLOCK", 1)  # one query a block: blocks joined in order
+    monkeypatch.setattr(retrievers, "PROGRESS_FROM", 1)
+    monkeypatch.setattr(retrievers, "BATCH", 1)
     code = main(eval_args(corpus, "--retriever", "bm25", "--retriever", "model", "-k", "1"))
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     assert code == 0
+    # 2 questions and 2 chunks (one section a document): a line at every tenth, 4 in all
+    progress = [line for line in captured.err.splitlines() if line.startswith("embedded")]
+    assert progress == [f"embedded {n} of 4 texts" for n in (1, 2, 3, 4)]
     assert out[0].split()[5:] == ["bm25", "recall", "precision", "IoU",
                                   "model", "recall", "precision", "IoU"]  # fmt: skip
     assert out[1].split()[-3] == "1.000"  # the model finds both answers in its top chunk
