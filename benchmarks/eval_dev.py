@@ -2,7 +2,7 @@
 LangChain's RecursiveCharacterTextSplitter, scored by ``chunkmill.evaluation`` (BM25 and
 all-MiniLM-L6-v2), printed as the Markdown table of docs/evaluation.md.
 
-    python -m benchmarks.eval_dev            # the whole table, about two minutes on 2 cores
+    python -m benchmarks.eval_dev            # the whole table, 2-5 minutes on 2 cores
     python -m benchmarks.eval_dev --bm25     # BM25 only, seconds
 
 The set is not part of the repository: it is found beside the clone (``--set DIR`` to point
