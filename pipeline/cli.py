@@ -169,6 +169,12 @@ def query_command(argv: Sequence[str]) -> int:
     return query.command(argv)
 
 
+def eval_command(argv: Sequence[str]) -> int:
+    from chunkmill.pipeline import eval as evaluation
+
+    return evaluation.command(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": run,
     "plan": plan,
@@ -179,6 +185,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "sync": sync_command,
     "verify": verify_command,
     "query": query_command,
+    "eval": eval_command,
 }
 
 

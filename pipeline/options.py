@@ -230,6 +230,7 @@ INDEX_COMMANDS = {
     "sync": "make a pgvector table equal to LATEST's state",
     "verify": "compare a pgvector table with LATEST's state; --repair mends it",
     "query": "print the chunks of a pgvector table nearest to a question",
+    "eval": "measure how well chunks serve retrieval on questions with known evidence",
 }
 
 

