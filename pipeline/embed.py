@@ -181,20 +181,37 @@ def _embed_claimed(settings: EmbedSettings, model: embedding.Model) -> int:
         moved = embedstore.set_aside(settings.output, model.key, path)
         print(f"chunkmill: {_damaged_line(path)}; moved to {moved}", file=sys.stderr)
     head = _head(todo, model)
+    left = todo.hashes
     if len(todo.hashes):
         _record_model(settings.output, model)
+        before = set(embedstore.part_paths(settings.output, model.key))
         _embed(settings, model, todo)
-    left = needed(settings.output, todo.run_id, model.key)
+        left = _not_in_files(settings.output, model.key, todo.hashes, before)
     seconds = time.monotonic() - started
-    print(f"{head}; embedded {len(todo.hashes) - len(left.hashes)} chunks in {seconds:.1f} s")
-    if len(left.hashes):
+    print(f"{head}; embedded {len(todo.hashes) - len(left)} chunks in {seconds:.1f} s")
+    if len(left):
         print(
-            f"chunkmill: {len(left.hashes)} live chunks have no text in any run's chunks/ "
+            f"chunkmill: {len(left)} live chunks have no text in any run's chunks/ "
             "(a run folder was deleted by hand); re-run with --prior-manifest none",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _not_in_files(output: str, key: str, hashes: pa.Array, before: set[str]) -> pa.Array:
+    """The hashes of ``hashes`` that no vector file written since ``before`` holds (each of
+    those read back and checked; the files checked before the embed are not read again)."""
+    from chunkmill.transforms import embedstore
+
+    written = [
+        chunk
+        for path in embedstore.part_paths(output, key)
+        if path not in before
+        for chunk in embedstore.read_part(output, key, path, ["chunk_hash"])["chunk_hash"].chunks
+    ]
+    made = pa.chunked_array(written, pa.string())
+    return hashes.filter(pc.invert(pc.is_in(hashes, value_set=made)))
 
 
 def _record_model(output: str, model: embedding.Model) -> None:

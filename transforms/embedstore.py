@@ -153,9 +153,10 @@ def read_part(output: str, key: str, path: str, columns: list[str] | None = None
     if named and _sha(data) != named["sha"]:
         raise damaged(output, key, path, "its bytes do not match the checksum in its name")
     try:
-        # Every column, so every page's checksum is checked (older files have no SHA).
+        # A file without a SHA is checked by every page's checksum: all columns are read.
         reader = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
-        table = reader.read().select(columns or ["chunk_hash", "vector"])
+        wanted = columns or ["chunk_hash", "vector"]
+        table = reader.read(columns=wanted if named else None).select(wanted)
     except (OSError, KeyError, pa.ArrowException) as e:
         raise damaged(output, key, path, " ".join(str(e).split())) from e
     return table
