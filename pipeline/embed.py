@@ -151,10 +151,8 @@ def command(argv: Sequence[str]) -> int:
         held = embedstore.claim(settings.output, model.key, model.name, settings.run_id or "")
     except embedstore.EmbedBusy as e:
         raise UsageError(str(e)) from None
-    try:
+    with embedstore.holding(held):
         return _embed_claimed(settings, model)
-    finally:
-        embedstore.release(held)
 
 
 def _head(todo: Needed, model: embedding.Model) -> str:

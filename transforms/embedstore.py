@@ -7,9 +7,9 @@
 
 A hash is embedded once per key. An embed works under the key's claim (``claim``: created
 only if absent, in one atomic request on local disk, GCS and S3), so two embeds of one key
-never write at once; the second refuses in one line naming the first. The claim of an embed
-that was killed on this machine is taken over (its process is gone); one left by another
-machine names itself, to be deleted by hand.
+never write at once; the second refuses in one line naming the first. The holder renews its
+claim every minute; a claim not renewed for 15 minutes, or made on this machine by a process
+that is gone (a killed embed), is taken over.
 
 Vectors are committed as they are made, a file per group of hashes, each written whole
 (under a temporary name, then renamed): a killed embed keeps the files it finished and the
@@ -33,8 +33,10 @@ import json
 import os
 import re
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -310,7 +312,8 @@ def tidy(output: str, key: str) -> None:
     that passes its check is kept). Only under the key's claim: nothing else writes then."""
     root = store_dir(output, key)
     leftovers = [m.path for m in _match(FileSystems.join(root, f"{PART_PREFIX}*.tmp"))]
-    leftovers += [m.path for m in _match(FileSystems.join(root, f"{MODEL_INFO}.*.tmp"))]
+    for name in (MODEL_INFO, CLAIM):
+        leftovers += [m.path for m in _match(FileSystems.join(root, f"{name}.*.tmp"))]
     groups: dict[str, list[str]] = {}
     for path in part_paths(output, key):
         named = _CHECKED_NAME.fullmatch(path.rsplit("/", 1)[-1])
@@ -335,6 +338,12 @@ def _passes(output: str, key: str, path: str) -> bool:
 # The claim of the embed writing to a key
 
 
+# A claim is renewed this often while its embed runs; one not renewed for LEASE_SECONDS is
+# of an embed that stopped (killed, its machine gone) and is taken over.
+RENEW_SECONDS = 60
+LEASE_SECONDS = 15 * 60
+
+
 @dataclass(frozen=True)
 class Claim:
     path: str
@@ -343,16 +352,17 @@ class Claim:
 
 def claim(output: str, key: str, model_name: str, run_id: str) -> Claim:
     """Takes the claim of ``key`` for this process (see the module docstring); ``EmbedBusy``
-    when another embed holds it."""
+    when another embed holds it. Hold it with ``holding``."""
     path = FileSystems.join(store_dir(output, key), CLAIM)
-    token = uuid.uuid4().hex
+    now, token = _now(), uuid.uuid4().hex
     mine = {
         "token": token,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "model": model_name,
         "run_id": run_id,
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_at": now,
+        "renewed_at": now,
     }
     for _ in range(3):
         if storage.create_if_absent(path, json.dumps(mine, indent=1).encode()):
@@ -363,10 +373,34 @@ def claim(output: str, key: str, model_name: str, run_id: str) -> Claim:
     holder = _read_claim(path) or {}
     who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
     raise EmbedBusy(
-        f"another embed of {label(output, key)} is running ({who}, since "
-        f"{holder.get('started_at', '?')}, claim {path}); wait for it to end, or delete "
-        "that file if that embed is no longer running"
+        f"another embed of model {model_name} (key {key}) is running ({who}, since "
+        f"{holder.get('started_at', '?')}, claim {path}); wait for it to end (a claim not "
+        f"renewed for {LEASE_SECONDS // 60} minutes is taken over), or delete that file if "
+        "that embed is no longer running"
     )
+
+
+@contextmanager
+def holding(held: Claim, every: float = RENEW_SECONDS) -> Iterator[Claim]:
+    """Holds ``held`` while the block runs: renewed every ``every`` seconds by a thread,
+    released at the end."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(every):
+            holder = _read_claim(held.path)
+            if holder is None or holder.get("token") != held.token:
+                return  # taken over: an embed stopped this long is not renewed
+            _write_whole(held.path, json.dumps({**holder, "renewed_at": _now()}).encode())
+
+    renewer = threading.Thread(target=renew, name="embed-claim", daemon=True)
+    renewer.start()
+    try:
+        yield held
+    finally:
+        stop.set()
+        renewer.join()
+        release(held)
 
 
 def release(held: Claim) -> None:
@@ -374,6 +408,10 @@ def release(held: Claim) -> None:
     holder = _read_claim(held.path)
     if holder is not None and holder.get("token") == held.token:
         _delete([held.path])
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _read_claim(path: str) -> dict[str, Any] | None:
@@ -385,8 +423,14 @@ def _read_claim(path: str) -> dict[str, Any] | None:
 
 
 def _stopped(holder: dict[str, Any]) -> bool:
-    """Whether the embed that made a claim is known to be gone: it ran on this machine and
-    its process no longer exists."""
+    """Whether the embed that made a claim is known to be gone: not renewed for
+    ``LEASE_SECONDS``, or made on this machine by a process that no longer exists."""
+    try:
+        renewed = datetime.fromisoformat(str(holder.get("renewed_at")))
+        if (datetime.now(timezone.utc) - renewed).total_seconds() > LEASE_SECONDS:
+            return True
+    except (TypeError, ValueError):  # a claim without a time: judged by its process alone
+        pass
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
     try:

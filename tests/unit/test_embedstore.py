@@ -7,6 +7,8 @@ import json
 import socket
 import subprocess
 import sys
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -85,11 +87,34 @@ def test_the_claim_of_a_killed_embed_on_this_machine_is_taken_over(tmp_path):
     embedstore.release(embedstore.claim(output, KEY, "m1", "r1"))
 
 
-def test_a_claim_from_another_machine_is_left_to_its_owner(tmp_path):
+def ago(seconds: float) -> str:
+    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat()
+
+
+def test_a_renewed_claim_from_another_machine_is_left_to_its_owner(tmp_path):
     output = str(tmp_path)
-    write_claim(output, host="elsewhere", pid=1)
+    write_claim(output, host="elsewhere", pid=1, renewed_at=ago(60))
     with pytest.raises(embedstore.EmbedBusy, match="pid 1 on elsewhere"):
         embedstore.claim(output, KEY, "m1", "r1")
+
+
+def test_a_claim_not_renewed_for_the_lease_is_taken_over(tmp_path):
+    output = str(tmp_path)
+    write_claim(output, host="elsewhere", pid=1, renewed_at=ago(embedstore.LEASE_SECONDS + 60))
+    embedstore.release(embedstore.claim(output, KEY, "m1", "r1"))
+
+
+def test_a_held_claim_is_renewed_and_released(tmp_path):
+    output = str(tmp_path)
+    held = embedstore.claim(output, KEY, "m1", "r1")
+    path = Path(held.path)
+    first = json.loads(path.read_text())["renewed_at"]
+    with embedstore.holding(held, every=0.05):
+        while json.loads(path.read_text())["renewed_at"] == first:
+            time.sleep(0.05)  # renewed within a second or two (times are to the second)
+        with pytest.raises(embedstore.EmbedBusy):
+            embedstore.claim(output, KEY, "m1", "r1")
+    assert not path.exists()
 
 
 def test_tidy_removes_what_a_killed_embed_left(tmp_path):
