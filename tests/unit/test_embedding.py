@@ -101,6 +101,7 @@ def test_the_default_model_is_the_packaged_one():
     ("argv", "names"),
     [
         (["--batch-size", "0"], "--batch-size"),
+        (["--texts-per-file", "0"], "--texts-per-file"),
         (["--bacth-size", "4"], "--batch-size"),
         (["--model", "/nowhere/model"], "--model"),
     ],
