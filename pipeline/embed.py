@@ -142,6 +142,12 @@ def command(argv: Sequence[str]) -> int:
         print(f"{_head(todo, model)}; would embed {len(todo.hashes)} chunks, {todo.tokens} tokens")
         for path in todo.damaged:
             print(f"chunkmill: {_damaged_line(path)}; embed moves it aside", file=sys.stderr)
+        from chunkmill.transforms import embedstore
+
+        try:
+            embedstore.read_model_info(settings.output, model.key)
+        except embedstore.StoreDamaged as e:
+            print(f"chunkmill: {e}", file=sys.stderr)
         return 0
     from chunkmill.pipeline.runs import state_files
     from chunkmill.transforms import embedstore
@@ -179,9 +185,9 @@ def _embed_claimed(settings: EmbedSettings, model: embedding.Model) -> int:
         moved = embedstore.set_aside(settings.output, model.key, path)
         print(f"chunkmill: {_damaged_line(path)}; moved to {moved}", file=sys.stderr)
     head = _head(todo, model)
+    _record_model(settings.output, model)
     left = todo.hashes
     if len(todo.hashes):
-        _record_model(settings.output, model)
         before = set(embedstore.part_paths(settings.output, model.key))
         _embed(settings, model, todo)
         left = _not_in_files(settings.output, model.key, todo.hashes, before)
@@ -213,12 +219,18 @@ def _not_in_files(output: str, key: str, hashes: pa.Array, before: set[str]) -> 
 
 
 def _record_model(output: str, model: embedding.Model) -> None:
-    """``model.json`` before any vector. A record of another dimension is replaced when
-    the key holds no vector (a release that misread a ``Dense`` layer wrote it, then
-    crashed), and refused when it does."""
+    """``model.json`` before any vector; a damaged one written again (the key is the
+    model's files: what it records is what the model says). A record of another dimension is
+    replaced when the key holds no vector (a release that misread a ``Dense`` layer wrote it,
+    then crashed), and refused when it does."""
     from chunkmill.transforms import embedstore
 
-    recorded = embedstore.read_model_info(output, model.key)
+    try:
+        recorded = embedstore.read_model_info(output, model.key)
+    except embedstore.StoreDamaged as e:
+        embedstore.replace_model_info(output, model.key, model.info())
+        print(f"chunkmill: {e.path} was damaged; written again", file=sys.stderr)
+        return
     if recorded is None:
         embedstore.write_model_info(output, model.key, model.info())
     elif recorded.get("dimension") != model.dimension:

@@ -19,6 +19,7 @@ the same group under another ``SHA``), never a second copy of a hash. ``SHA`` is
 the SHA-256 of the file's bytes: every read checks it (and the Parquet page checksums), and
 a file that fails is ``StoreDamaged``, one line naming it and the command that mends it
 (``chunkmill embed`` moves it aside into ``damaged/`` and embeds its chunks again).
+``model.json`` carries the SHA-256 of its other fields, checked on read the same way.
 Files of older releases (``part-RUN-BATCH-NNNNN.parquet``) are checked by their page
 checksums alone.
 
@@ -98,22 +99,45 @@ def write_model_info(output: str, key: str, info: dict[str, Any]) -> None:
 
 
 def replace_model_info(output: str, key: str, info: dict[str, Any]) -> None:
-    """Records what ``key`` is, over an existing record (one the store holds no vector of
-    yet, written by a release that misread the model)."""
+    """Records what ``key`` is, over an existing record (a damaged one, or one written by a
+    release that misread the model: the key is the model's files, so its record is what the
+    model says)."""
     _write_whole(FileSystems.join(store_dir(output, key), MODEL_INFO), _model_json(key, info))
 
 
+# model.json carries the SHA-256 of its other fields (sorted JSON) under this name.
+_INFO_SHA = "sha256"
+
+
 def _model_json(key: str, info: dict[str, Any]) -> bytes:
-    return json.dumps({"key": key, **info}, sort_keys=True, indent=1).encode()
+    body = {"key": key, **info}
+    return json.dumps({**body, _INFO_SHA: _info_sha(body)}, sort_keys=True, indent=1).encode()
+
+
+def _info_sha(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def read_model_info(output: str, key: str) -> dict[str, Any] | None:
-    """What ``key`` is, or None when the store holds no vector of it."""
+    """What ``key`` is, or None when the store holds no vector of it. ``StoreDamaged`` when
+    ``model.json`` is not what was written (not JSON, another key, a SHA that does not
+    match; records of older releases have none)."""
     path = FileSystems.join(store_dir(output, key), MODEL_INFO)
     if not FileSystems.exists(path):
         return None
-    info: dict[str, Any] = json.loads(tables.read_text(path))
-    return info
+    try:
+        info = json.loads(tables.read_text(path))
+        body = {k: v for k, v in info.items() if k != _INFO_SHA}
+        sound = body.get("key") == key and info.get(_INFO_SHA, _info_sha(body)) == _info_sha(body)
+    except (ValueError, AttributeError):  # not UTF-8, not JSON, not an object
+        sound = False
+    if not sound:
+        raise StoreDamaged(
+            f"damaged {path} (what model key {key} is): it is not what was written; "
+            f"`chunkmill embed --output {output}` with that model writes it again",
+            path,
+        )
+    return body
 
 
 def label(output: str, key: str) -> str:

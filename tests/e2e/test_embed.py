@@ -188,9 +188,16 @@ def test_a_flipped_bit_is_one_line_and_embed_embeds_that_files_chunks_again(
         assert "\n" not in line and str(in_data) in line
         assert "model all-minilm-l6-v2" in line and f"chunkmill embed --output {output}" in line
 
+    info = store / embedstore.MODEL_INFO
+    flip_bit(info, info.read_bytes().index(b"minilm"))  # the model's name, still JSON
+    with pytest.raises(embedstore.StoreDamaged) as damaged:
+        embedstore.read_model_info(str(output), key)
+    assert "\n" not in str(damaged.value) and str(info) in str(damaged.value)
+
     capsys.readouterr()
     assert main([*embed, "--dry-run"]) == 0
     shown = capsys.readouterr()
+    assert f"damaged {info}" in shown.err
     assert f"{len(live) - len(lost)} embedded already, 2 damaged vector files" in shown.out
     assert f"would embed {len(lost)} chunks" in shown.out
     assert str(in_data) in shown.err and str(in_footer) in shown.err
@@ -199,6 +206,8 @@ def test_a_flipped_bit_is_one_line_and_embed_embeds_that_files_chunks_again(
     shown = capsys.readouterr()
     assert f"embedded {len(lost)} chunks" in shown.out
     assert str(in_data) in shown.err and str(in_footer) in shown.err
+    assert f"{info} was damaged; written again" in shown.err
+    assert embedstore.read_model_info(str(output), key)["model"] == "all-minilm-l6-v2"
     assert rows_per_hash(output, key) == dict.fromkeys(live, 1)
     assert sorted(p.name for p in (store / embedstore.DAMAGED).iterdir()) == sorted(
         [in_data.name, in_footer.name]

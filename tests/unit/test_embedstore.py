@@ -128,3 +128,21 @@ def test_tidy_removes_what_a_killed_embed_left(tmp_path):
     embedstore.tidy(output, KEY)
     assert embedstore.part_paths(output, KEY) == [str(kept)]
     assert not list(store.glob("*.tmp"))
+
+
+def test_model_json_is_checked_and_one_of_an_older_release_still_reads(tmp_path):
+    output = str(tmp_path)
+    path = Path(embedstore.store_dir(output, KEY)) / embedstore.MODEL_INFO
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"key": KEY, "model": "m1", "dimension": DIM}))  # no SHA
+    assert embedstore.read_model_info(output, KEY) == {"key": KEY, "model": "m1", "dimension": DIM}
+    embedstore.replace_model_info(output, KEY, {"model": "m1", "dimension": DIM})
+    assert embedstore.read_model_info(output, KEY)["dimension"] == DIM
+    for damage in (
+        path.read_text().replace(f'"dimension": {DIM}', f'"dimension": {DIM + 1}'),
+        path.read_text()[:-3],
+        json.dumps({"key": "another", "model": "m1", "dimension": DIM}),
+    ):
+        path.write_text(damage)
+        with pytest.raises(embedstore.StoreDamaged, match="chunkmill embed --output"):
+            embedstore.read_model_info(output, KEY)
