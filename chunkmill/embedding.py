@@ -84,26 +84,80 @@ def model_key(path: Path) -> str:
 
 def describe(spec: str = DEFAULT_MODEL) -> Model:
     """The model ``spec`` names (see ``model_path``), with its key, read from its
-    configuration files alone."""
+    configuration files alone where they tell the dimension (``config_dimension``), else
+    from the loaded model (which needs the embed extra)."""
     path = model_path(spec)
     modules = json.loads((path / "modules.json").read_text())
     normalized = any(m.get("type", "").endswith(".Normalize") for m in modules)
-    dimension = None
-    for module in modules:
-        config = path / module.get("path", "") / "config.json"
-        if module.get("type", "").endswith(".Pooling") and config.is_file():
-            pooling = json.loads(config.read_text())
-            dimension = pooling.get("word_embedding_dimension") or pooling.get(
-                "embedding_dimension"
-            )
+    dimension = config_dimension(path, modules)
     if dimension is None:
-        dimension = json.loads((path / "config.json").read_text()).get("hidden_size")
-    if not isinstance(dimension, int):
-        raise ModelUnavailable(f"{path}: cannot tell the model's embedding dimension")
+        dimension = loaded_dimension(path)
     bert = path / "sentence_bert_config.json"
     max_seq = json.loads(bert.read_text()).get("max_seq_length") if bert.is_file() else None
     name = spec if spec == DEFAULT_MODEL else path.name
     return Model(name, path, model_key(path), dimension, max_seq, normalized)
+
+
+# The modules whose configuration tells the width of what leaves them, and those that keep it.
+_SETS_DIMENSION = (".Pooling", ".Dense")
+_KEEPS_DIMENSION = (".Transformer", ".Normalize")
+_LEGACY_POOLING_MODES = (
+    "pooling_mode_cls_token",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+def config_dimension(path: Path, modules: list[dict[str, Any]]) -> int | None:
+    """The width of the model's vectors as its modules' configuration files tell it: the last
+    module that sets it (a ``Dense`` layer's ``out_features``, a ``Pooling``'s token width
+    times its pooling modes), else the transformer's ``hidden_size``. None when a module of
+    another kind could change it (ask the loaded model, ``loaded_dimension``)."""
+    dimension = None
+    for module in modules:
+        kind = module.get("type", "")
+        if kind.endswith(_KEEPS_DIMENSION):
+            continue
+        if not kind.endswith(_SETS_DIMENSION):
+            return None
+        config_file = path / module.get("path", "") / "config.json"
+        if not config_file.is_file():
+            return None
+        config = json.loads(config_file.read_text())
+        dimension = config.get("out_features") if kind.endswith(".Dense") else _pooled_width(config)
+    if dimension is None and (path / "config.json").is_file():
+        dimension = json.loads((path / "config.json").read_text()).get("hidden_size")
+    return dimension if isinstance(dimension, int) else None
+
+
+def _pooled_width(config: dict[str, Any]) -> int | None:
+    """A ``Pooling`` module's output width: each pooling mode adds the token width
+    (sentence-transformers writes ``pooling_mode`` now, one boolean per mode before)."""
+    width = config.get("embedding_dimension") or config.get("word_embedding_dimension")
+    if not isinstance(width, int):
+        return None
+    modes = config.get("pooling_mode")
+    if isinstance(modes, str):
+        count = 1
+    elif isinstance(modes, list):
+        count = len(modes)
+    else:
+        count = sum(bool(config.get(k)) for k in _LEGACY_POOLING_MODES) or 1
+    return width * count
+
+
+def loaded_dimension(path: Path) -> int:
+    """The width of the vectors of the model in ``path``, from the loaded model."""
+    model = load(path, "cpu")
+    # get_embedding_dimension since sentence-transformers 6, get_sentence_... before.
+    width = getattr(model, "get_embedding_dimension", None)
+    dimension = (width or model.get_sentence_embedding_dimension)()
+    if not isinstance(dimension, int):
+        raise ModelUnavailable(f"{path}: cannot tell the model's embedding dimension")
+    return dimension
 
 
 def check_runtime() -> None:

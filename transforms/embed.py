@@ -1,16 +1,18 @@
 """Embedding the chunks a run needs: Beam's RunInference over the texts of the hashes that
-the store does not hold yet, the vectors written whole into the store (``embedstore``).
+the store does not hold yet, the vectors committed to the store as they are made
+(``embedstore``).
 
-``EmbedTexts`` takes ``(chunk_hash, text)`` pairs (each hash once) and writes their vectors:
-a file per bundle in a temporary folder, then one step that moves the files of the bundles
-that committed into the store and removes the folder. A retried bundle's file is never moved,
-and a crash before the move leaves the store as it was, so no hash is stored twice for one
-key by a retry or a re-run.
+``EmbedTexts`` takes ``(chunk_hash, text)`` pairs and the sorted list of the hashes to embed.
+The hashes are cut into groups of ``texts_per_file`` before the pipeline starts (``Groups``):
+a group is embedded in one model call per ``batch_size`` texts and written as one file of the
+store, whole, as soon as it is done. A killed job keeps every group it finished, and a
+retried bundle writes its groups again under the same names (``embedstore.write_vectors``),
+so no hash is stored twice for one key by a retry or a re-run.
 """
 
 from __future__ import annotations
 
-import uuid
+import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -18,19 +20,16 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult
-from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import embedding
 from chunkmill.transforms import embedstore, tables
 
 
-class SentenceTransformerHandler(ModelHandler[str, PredictionResult, Any]):
-    """RunInference's handler for a sentence-transformers folder: Beam batches the texts
-    (up to ``batch_size``), shares one loaded model per worker, and the model runs on a
-    GPU where torch sees one."""
+class SentenceTransformerHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
+    """RunInference's handler for a sentence-transformers folder, one group of texts per
+    call (encoded ``batch_size`` at a time): Beam shares one loaded model per worker, and the
+    model runs on a GPU where torch sees one."""
 
     def __init__(self, path: str, batch_size: int = 64, device: str | None = None) -> None:
         super().__init__()
@@ -45,15 +44,20 @@ class SentenceTransformerHandler(ModelHandler[str, PredictionResult, Any]):
 
     def run_inference(
         self,
-        batch: Sequence[str],
+        batch: Sequence[Sequence[str]],
         model: Any,
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
-        vectors = model.encode(list(batch), batch_size=len(batch), convert_to_numpy=True)
-        return [PredictionResult(t, v) for t, v in zip(batch, vectors, strict=True)]
+        return [
+            PredictionResult(
+                texts,
+                model.encode(list(texts), batch_size=self._batch_size, convert_to_numpy=True),
+            )
+            for texts in batch
+        ]
 
     def batch_elements_kwargs(self) -> dict[str, Any]:
-        return {"min_batch_size": 1, "max_batch_size": self._batch_size}
+        return {"min_batch_size": 1, "max_batch_size": 1}  # a group is already a batch
 
     def share_model_across_processes(self) -> bool:
         return False
@@ -69,95 +73,95 @@ def texts_of(path: str, needed: pa.Array) -> Iterator[tuple[str, str]]:
         yield from zip(batch["chunk_hash"].to_pylist(), embedded.to_pylist(), strict=True)
 
 
-def _first(element: tuple[str, Iterable[str]]) -> tuple[str, str]:
-    chunk_hash, texts = element
-    return chunk_hash, next(iter(texts))  # the same text wherever it is: it has this hash
+class Groups:
+    """The hashes to embed cut into groups of ``size`` in sorted order, known by the last
+    hash of each group: which group a hash is in is fixed before the pipeline starts, so a
+    retried bundle meets the same groups."""
+
+    def __init__(self, hashes: pa.Array, size: int) -> None:
+        ordered = pc.sort_indices(hashes)
+        last = pc.take(hashes, ordered).to_pylist()[size - 1 :: size]
+        if len(hashes) % size:
+            last.append(pc.max(hashes).as_py())
+        self.ends: list[str] = last
+
+    def of(self, chunk_hash: str) -> int:
+        return bisect.bisect_left(self.ends, chunk_hash)
 
 
-class _WriteVectorFiles(beam.DoFn):
-    """Writes the vectors of a bundle to one file under ``temp``; yields its path when the
-    bundle ends."""
-
-    def __init__(self, temp: str, dimension: int) -> None:
-        self._temp = temp
-        self._schema = embedstore.vector_schema(dimension)
-        self._dimension = dimension
-
-    def start_bundle(self) -> None:
-        self._hashes: list[str] = []
-        self._vectors: list[np.ndarray] = []
-
-    def process(self, element: tuple[str, PredictionResult]) -> None:
-        chunk_hash, result = element
-        self._hashes.append(chunk_hash)
-        self._vectors.append(np.asarray(result.inference, dtype=np.float32))
-
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        if not self._hashes:
-            return
-        flat = pa.array(np.concatenate(self._vectors), pa.float32())
-        vectors = pa.FixedSizeListArray.from_arrays(flat, self._dimension)
-        table = pa.table([pa.array(self._hashes, pa.string()), vectors], schema=self._schema)
-        path = FileSystems.join(self._temp, f"{uuid.uuid4().hex}.parquet")
-        file = tables.TableFile(path, self._schema)
-        file.write(table)
-        file.close()
-        self._hashes, self._vectors = [], []
-        yield GlobalWindows.windowed_value(path)
+def _one_text_per_hash(element: tuple[int, Iterable[tuple[str, str]]]):
+    """``((hashes...), [texts...])`` of one group, each hash once (a hash has one text: the
+    hash is of it), sorted by hash."""
+    _, pairs = element
+    ordered = sorted(dict(pairs).items())
+    return tuple(h for h, _ in ordered), [t for _, t in ordered]
 
 
-def store_vector_files(paths: list[str], *, temp: str, output: str, key: str, run_id: str):
-    """Moves the committed bundles' files into the store as ``part-RUN_ID-NNNNN.parquet``
-    and removes the temporary folder; yields the number of files moved."""
-    paths = sorted(p for p in paths if FileSystems.exists(p))
-    batch = uuid.uuid4().hex[:8]  # a later embed of the same run never overwrites these
-    targets = [
-        FileSystems.join(embedstore.store_dir(output, key), embedstore.part_name(run_id, batch, i))
-        for i in range(len(paths))
-    ]
-    if paths:
-        FileSystems.rename(paths, targets)
-    if FileSystems.exists(temp):
-        FileSystems.delete([temp])
-    yield len(paths)
+class _WriteGroup(beam.DoFn):
+    """Commits one group's vectors to the store as one file; yields how many hashes."""
+
+    def __init__(self, output: str, model: embedding.Model) -> None:
+        self._output = output
+        self._model = model
+
+    def process(self, element: tuple[tuple[str, ...], PredictionResult]) -> Iterator[int]:
+        hashes, result = element
+        vectors = np.asarray(result.inference, dtype=np.float32)
+        dimension = self._model.dimension
+        if vectors.ndim != 2 or vectors.shape != (len(hashes), dimension):
+            raise ValueError(
+                f"model {self._model.name} (key {self._model.key}) made vectors of shape "
+                f"{vectors.shape} for {len(hashes)} texts; its store records dimension "
+                f"{dimension}"
+            )
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        table = pa.table(
+            [pa.array(hashes, pa.string()), pa.FixedSizeListArray.from_arrays(flat, dimension)],
+            schema=embedstore.vector_schema(dimension),
+        )
+        embedstore.write_vectors(self._output, self._model.key, table)
+        yield len(hashes)
 
 
 class EmbedTexts(beam.PTransform):
-    """``(chunk_hash, text)`` pairs (each hash once) → their vectors in the store of
-    ``model`` under ``output``; returns one element: how many files it stored."""
+    """``(chunk_hash, text)`` pairs of the hashes of ``hashes`` (a hash may come more than
+    once) → their vectors in the store of ``model`` under ``output``, committed a file per
+    group of ``texts_per_file`` as they are made; returns one element: how many hashes it
+    stored."""
 
     def __init__(
-        self, output: str, model: embedding.Model, run_id: str, batch_size: int = 64
+        self,
+        output: str,
+        model: embedding.Model,
+        hashes: pa.Array,
+        batch_size: int,
+        texts_per_file: int,
     ) -> None:
         super().__init__()
         self._output = output
         self._model = model
-        self._run_id = run_id
+        self._groups = Groups(hashes, texts_per_file)
         self._batch_size = batch_size
 
     def expand(self, texts: beam.PCollection) -> beam.PCollection:
         from apache_beam.ml.inference.base import RunInference
 
-        key = self._model.key
-        temp = FileSystems.join(
-            embedstore.store_dir(self._output, key), f".temp-{uuid.uuid4().hex}"
-        )
+        groups = self._groups
         handler = SentenceTransformerHandler(str(self._model.path), self._batch_size)
         return (
             texts
+            | "ToGroups" >> beam.Map(lambda pair: (groups.of(pair[0]), pair))
+            | "ByGroup" >> beam.GroupByKey()
+            | "OneTextPerHash" >> beam.Map(_one_text_per_hash)
             | "Embed" >> RunInference(KeyedModelHandler(handler))
-            | "WriteVectorFiles" >> beam.ParDo(_WriteVectorFiles(temp, self._model.dimension))
-            | "Together" >> beam.combiners.ToList()
-            | "StoreVectorFiles"
-            >> beam.FlatMap(
-                store_vector_files, temp=temp, output=self._output, key=key, run_id=self._run_id
-            )
+            | "Commit" >> beam.ParDo(_WriteGroup(self._output, self._model))
+            | "Stored" >> beam.CombineGlobally(sum)
         )
 
 
 class ReadTextsToEmbed(beam.PTransform):
     """The start of the pipeline: ``(chunk_hash, text)`` of every hash of ``needed`` found in
-    the chunks/ files ``paths``, each hash once."""
+    the chunks/ files ``paths`` (a hash in several files comes once from each)."""
 
     def __init__(self, paths: Sequence[str], needed: pa.Array) -> None:
         super().__init__()
@@ -170,6 +174,4 @@ class ReadTextsToEmbed(beam.PTransform):
             | "ChunksFiles" >> beam.Create(self._paths)
             | "SpreadFiles" >> beam.Reshuffle()
             | "ReadTexts" >> beam.FlatMap(texts_of, self._needed)
-            | "ByHash" >> beam.GroupByKey()
-            | "OnePerHash" >> beam.Map(_first)
         )

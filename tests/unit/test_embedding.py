@@ -101,6 +101,7 @@ def test_the_default_model_is_the_packaged_one():
     ("argv", "names"),
     [
         (["--batch-size", "0"], "--batch-size"),
+        (["--texts-per-file", "0"], "--texts-per-file"),
         (["--bacth-size", "4"], "--batch-size"),
         (["--model", "/nowhere/model"], "--model"),
     ],
@@ -121,3 +122,51 @@ def test_parse_embed_passes_beam_flags_on():
     assert settings.beam_args == ("--runner", "DirectRunner") and settings.batch_size == 8
     with pytest.raises(UsageError):
         parse_embed(["--no-such-flag"])
+
+
+def add_dense(folder: Path, out_features: int) -> None:
+    """A ``Dense`` projection after the pooling, as sentence-transformers saves one."""
+    modules = json.loads((folder / "modules.json").read_text())
+    dense = {"idx": 9, "name": "9", "path": "9_Dense", "type": "sentence_transformers.models.Dense"}
+    modules.insert(2, dense)
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "9_Dense").mkdir()
+    config = {"in_features": 8, "out_features": out_features, "bias": True}
+    (folder / "9_Dense" / "config.json").write_text(json.dumps(config))
+
+
+def test_the_dimension_is_what_leaves_the_last_module_that_sets_it(tmp_path):
+    folder = model_folder(tmp_path / "m", dimension=8)
+    add_dense(folder, 4)
+    assert embedding.describe(str(folder)).dimension == 4  # the projection's, not the pooling's
+
+
+def test_pooling_modes_each_add_the_token_width(tmp_path):
+    folder = model_folder(tmp_path / "m", dimension=8)
+    modules = json.loads((folder / "modules.json").read_text())
+    config = folder / "1_Pooling" / "config.json"
+    for pooling, width in [
+        ({"embedding_dimension": 8, "pooling_mode": ["cls", "mean"]}, 16),
+        ({"embedding_dimension": 8, "pooling_mode": "max"}, 8),
+        (
+            {
+                "word_embedding_dimension": 8,
+                "pooling_mode_cls_token": True,
+                "pooling_mode_max_tokens": True,
+                "pooling_mode_mean_tokens": True,
+            },
+            24,
+        ),
+    ]:
+        config.write_text(json.dumps(pooling))
+        assert embedding.config_dimension(folder, modules) == width
+
+
+def test_a_module_of_unknown_width_is_asked_of_the_loaded_model(tmp_path, monkeypatch):
+    folder = model_folder(tmp_path / "m", dimension=8)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.insert(2, {"idx": 5, "name": "5", "path": "5_X", "type": "custom.Projection"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    assert embedding.config_dimension(folder, modules) is None
+    monkeypatch.setattr(embedding, "loaded_dimension", lambda path: 5)
+    assert embedding.describe(str(folder)).dimension == 5
