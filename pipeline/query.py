@@ -148,7 +148,10 @@ def _recorded_model(settings: QuerySettings, key: str) -> str:
     """The model that ``key``'s ``model.json`` in the embedding store names."""
     from chunkmill.transforms import embedstore
 
-    info = embedstore.read_model_info(settings.output, key)
+    try:
+        info = embedstore.read_model_info(settings.output, key)
+    except embedstore.StoreDamaged as e:
+        raise UsageError(str(e)) from None
     store = embedstore.store_dir(settings.output, key)
     if info is None:
         raise UsageError(

@@ -17,6 +17,7 @@ from psycopg.sql import SQL
 from chunkmill import embedding
 from chunkmill.pipeline import query
 from chunkmill.pipeline.cli import main
+from chunkmill.transforms import embedstore
 from tests.e2e import tiny_index
 from tests.pg import fresh_database, postgres  # noqa: F401  (the fixture)
 
@@ -134,11 +135,16 @@ def test_what_query_cannot_do_is_one_line_and_exit_2(index, capsys, tmp_path, po
     # The store names a model that is not the packaged one: its folder is needed.
     custom = tmp_path / "custom"
     info = index.output / "embeddings" / index.model.key / "model.json"
-    (custom / "embeddings" / index.model.key).mkdir(parents=True)
     recorded = json.loads(info.read_text()) | {"model": "my-model"}
-    (custom / "embeddings" / index.model.key / "model.json").write_text(json.dumps(recorded))
+    del recorded["key"], recorded["sha256"]
+    embedstore.write_model_info(str(custom), index.model.key, recorded)
     err = refused("--to", index.url, "--output", str(custom))
     assert "my-model" in err and "--model" in err
+    # A model.json that is not what was written is one line naming it.
+    damaged = custom / "embeddings" / index.model.key / "model.json"
+    damaged.write_text(damaged.read_text().replace("my-model", "my-other-model"))
+    err = refused("--to", index.url, "--output", str(custom))
+    assert "damaged" in err and "model.json" in err
     assert "not a sentence-transformers folder" in refused(
         "--to", index.url, "--model", str(tmp_path)
     )
