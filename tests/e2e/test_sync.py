@@ -366,13 +366,14 @@ def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
     )
 
     with psycopg.connect(database) as blocker:
-        # A row sync must rewrite (its text was edited), locked until the sync waits on it.
+        # A row sync --full must rewrite (its text was edited), locked until sync waits on it.
         blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
         blocker.commit()
         before = index_rows(database)
         blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
         proc = subprocess.Popen(
-            [sys.executable, "-m", "chunkmill", "sync", "--output", str(output), "--to", database],
+            [sys.executable, "-m", "chunkmill", "sync", "--output", str(output), "--to", database]
+            + ["--full"],  # the whole comparison, which finds the edited text
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -389,5 +390,5 @@ def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
         proc.wait()
         blocker.rollback()
     assert index_rows(database) == before
-    assert sync(output, database, capsys)[0] == 0
+    assert sync(output, database, capsys, "--full")[0] == 0
     assert_index_is(database, second)
