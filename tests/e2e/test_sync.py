@@ -392,3 +392,21 @@ def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
     assert index_rows(database) == before
     assert sync(output, database, capsys, "--full")[0] == 0
     assert_index_is(database, second)
+
+
+def test_another_model_key_is_synced_by_the_whole_comparison(chunkmill, corpus, database, capsys):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    other = "o" * 32
+    embedstore.write_model_info(str(output), other, {"dimension": DIM})
+    hashes = sorted({r["chunk_hash"] for r in first.rows("manifest")})
+    vectors = pa.array([vector_of(h) for h in hashes], pa.list_(pa.float32(), DIM))
+    table = pa.table([pa.array(hashes), vectors], schema=embedstore.vector_schema(DIM))
+    embedstore.write_vectors(str(output), other, table)
+    code, out = sync(output, database, capsys, "--model-key", other)
+    assert code == 0
+    assert f"full reconciliation (the index holds vectors of model key {KEY}, not {other})" in out
+    assert f"{len(first.rows('manifest'))} updated" in out
+    assert_every_column_is(database, first, other)
