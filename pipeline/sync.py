@@ -140,8 +140,9 @@ def incremental_plan(
 
     state = state_files(settings.output, None)
     found = sync_delta.delta(settings.output, state, index.last_applied(), model_key)
+    runs = f"{len(found.runs)} run{'' if len(found.runs) == 1 else 's'}"
     path = (
-        f"incremental from run {found.since} ({len(found.runs)} runs after it, "
+        f"incremental from run {found.since} ({runs} after it, "
         f"{found.documents} documents touched)"
     )
     return Plan(state.run_id, found.drift, found.rows, found.state_rows, state.chunks, path)

@@ -243,7 +243,7 @@ def test_chunks_that_moved_are_updated_from_the_runs_since_the_index_s_run(
     embed_stand_in(output, second)
     code, out = sync(output, database, capsys)
     assert code == 0
-    assert "sync path: incremental from run r1 (1 runs after it, 2 documents touched)" in out
+    assert "sync path: incremental from run r1 (1 run after it, 2 documents touched)" in out
     assert_every_column_is(database, second)
     assert main(["verify", "--output", str(output), "--to", database]) == 0
     # The same night again: nothing to apply.
