@@ -142,8 +142,7 @@ def incremental_plan(
     found = sync_delta.delta(settings.output, state, index.last_applied(), model_key)
     runs = f"{len(found.runs)} run{'' if len(found.runs) == 1 else 's'}"
     path = (
-        f"incremental from run {found.since} ({runs} after it, "
-        f"{found.documents} documents touched)"
+        f"incremental from run {found.since} ({runs} after it, {found.documents} documents touched)"
     )
     return Plan(state.run_id, found.drift, found.rows, found.state_rows, state.chunks, path)
 
