@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-eval install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ bench-peers: install .venv-peers/bin/python
 # The nightly loop (run, embed, sync, verify) on the CPU against PostgreSQL; prints a table.
 bench-index: install-test
 	$(BIN)/python -m benchmarks.index $(BENCH_ARGS)
+
+# sync (incremental and --full) and verify on a synthesized million-row index and a 1% night.
+bench-sync: install-test
+	$(BIN)/python -m benchmarks.sync_scale $(BENCH_ARGS)
 
 # Chunk quality for retrieval on the development set kept beside the clone: chunkmill's
 # strategies against LangChain's splitter, BM25 and all-MiniLM-L6-v2 (docs/evaluation.md).

@@ -1,10 +1,11 @@
 """A pgvector index of the current state, one row per chunk occurrence (``chunk_id``), kept
 equal to a run's manifest by reconciliation.
 
-``diff`` compares what should be (the manifest's ids and hashes) with what is (the index's
-ids, hashes and model keys); ``apply`` mends the difference in one transaction, so a sync
-killed midway leaves the index as it was and the next one finishes the job, and applying the
-same state twice changes nothing. Needs the ``postgres`` extra (psycopg).
+``chunkmill.index_digest`` compares what should be (the manifest's rows, their hashes' texts
+and the store's vectors) with what is (every column of the index's rows); ``apply`` mends
+the difference in one transaction, so a sync killed midway leaves the index as it was and
+the next one finishes the job, and applying the same state twice changes nothing. Needs the
+``postgres`` extra (psycopg).
 """
 
 from __future__ import annotations
@@ -58,17 +59,27 @@ class DatabaseError(Exception):
 
 @dataclass(frozen=True)
 class Drift:
-    """How the index differs from the state it should hold, as arrays of chunk ids."""
+    """How the index differs from the state it should hold, as arrays of chunk ids, one per
+    kind (``chunkmill.index_digest`` finds them; a row may show several kinds)."""
 
     missing: pa.Array  # in the state, not in the index
     extra: pa.Array  # in the index, not in the state
     changed: pa.Array  # in both, with another hash
-    other_model: pa.Array  # in both, same hash, a vector of another model key
+    other_model: pa.Array  # in both, a vector of another model key
     text_differs: pa.Array  # in the index with a text that is not its hash's
+    metadata: pa.Array  # in both, a metadata column (offsets, uri, pages...) differs
+    vector: pa.Array  # in both, a vector that is not the store's vector of its hash
 
     @property
     def to_write(self) -> pa.Array:
-        ids = [self.missing, self.changed, self.other_model, self.text_differs]
+        ids = [
+            self.missing,
+            self.changed,
+            self.other_model,
+            self.text_differs,
+            self.metadata,
+            self.vector,
+        ]
         unique: pa.Array = pc.unique(pa.chunked_array(ids, pa.string()))
         return unique
 
@@ -84,40 +95,9 @@ class Drift:
             f"ids whose hash differs: {len(self.changed)}",
             f"ids whose vector is of another model key: {len(self.other_model)}",
             f"ids whose text is not the text of their hash: {len(self.text_differs)}",
+            f"ids whose metadata differs from the manifest: {len(self.metadata)}",
+            f"ids whose vector is not the store's vector of their hash: {len(self.vector)}",
         ]
-
-
-def diff(
-    state: pa.Table,
-    index: pa.Table,
-    model_key: str,
-    text_differs: pa.Array | None = None,
-) -> Drift:
-    """The drift between ``state`` (``chunk_id``, ``chunk_hash``) and ``index``
-    (``chunk_id``, ``chunk_hash``, ``model_key``)."""
-    want, have = state["chunk_id"], index["chunk_id"]
-    missing = pc.filter(want, pc.invert(pc.is_in(want, value_set=have)))
-    extra = pc.filter(have, pc.invert(pc.is_in(have, value_set=want)))
-    both = state.join(index, "chunk_id", join_type="inner", right_suffix="_index")
-    changed = pc.filter(
-        both["chunk_id"], pc.not_equal(both["chunk_hash"], both["chunk_hash_index"])
-    )
-    same_hash = pc.equal(both["chunk_hash"], both["chunk_hash_index"])
-    other = pc.and_(same_hash, pc.not_equal(both["model_key"], pa.scalar(model_key)))
-    empty = pa.array([], pa.string())
-    return Drift(
-        missing=_array(missing),
-        extra=_array(extra),
-        changed=_array(changed),
-        other_model=_array(pc.filter(both["chunk_id"], other)),
-        text_differs=empty if text_differs is None else _array(text_differs),
-    )
-
-
-def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    return values.cast(pa.string())
 
 
 def connect(url: str) -> Any:
@@ -180,6 +160,10 @@ class PgVectorIndex:
         self.table = table
         self._name = sql.Identifier(table)
 
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
     def ensure(self, dimension: int) -> None:
         """Creates the tables if absent; ``IndexUnavailable`` when the table holds vectors of
         another dimension (another model's)."""
@@ -218,24 +202,10 @@ class PgVectorIndex:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def present(self) -> pa.Table:
-        """``chunk_id``, ``chunk_hash``, ``model_key`` of every row."""
-        query = self._sql.SQL("SELECT chunk_id, chunk_hash, model_key FROM {}")
-        rows = self._conn.execute(query.format(self._name)).fetchall()
-        names = ["chunk_id", "chunk_hash", "model_key"]
-        return pa.table(
-            {n: pa.array([r[i] for r in rows], pa.string()) for i, n in enumerate(names)}
-        )
-
-    def text_differs(self) -> pa.Array:
-        """Ids whose stored text does not hash to their ``chunk_hash`` (edited behind the
-        index's back)."""
-        query = self._sql.SQL(
-            "SELECT chunk_id FROM {} WHERE encode(sha256(convert_to(text, 'UTF8')), 'hex') "
-            "<> chunk_hash"
-        )
-        rows = self._conn.execute(query.format(self._name)).fetchall()
-        return pa.array([r[0] for r in rows], pa.string())
+    def count(self) -> int:
+        """How many rows the table holds."""
+        query = self._sql.SQL("SELECT count(*) FROM {}").format(self._name)
+        return int(self._conn.execute(query).fetchone()[0])
 
     def last_applied(self) -> tuple[str, str] | None:
         """``(run_id, model_key)`` of the last state applied to this table, if any."""

@@ -1,11 +1,13 @@
 """``chunkmill sync`` and ``chunkmill verify``: a pgvector index kept equal to LATEST.
 
-Both compare the index with LATEST's manifest, by chunk id (``chunkmill.vector_index``):
-ids missing, ids extra, ids whose hash changed, vectors of another model key, and text that
-is not the text of its hash. ``sync`` (and ``verify --repair``) mends all of it in one
-transaction, with the text from the runs' chunks/ tables and the vectors from the embedding
-store. Reconciling against the whole manifest needs no run in between: a sync that missed
-nights, or whose runs were deleted, still converges.
+``verify`` compares every column of every index row with LATEST's manifest, the text of its
+hash and the store's vector (``chunkmill.index_digest``): ids missing, ids extra, hashes,
+model keys, texts, metadata and vectors. ``sync`` (and ``verify --repair``) mends all of it
+in one transaction, with the text from the runs' chunks/ tables and the vectors from the
+embedding store. When the index holds a run on LATEST's chain, ``sync`` applies only what
+the runs since changed (``sync_delta``); otherwise, or with ``--full``, it reconciles the
+whole manifest, which needs no run in between: a sync that missed nights, or whose runs were
+deleted, still converges. docs/index-sync.md explains both paths.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class SyncSettings:
     table: str
     model_key: str | None
     repair: bool
+    full: bool = False
 
 
 def parse(command: str, argv: Sequence[str]) -> SyncSettings:
@@ -48,12 +51,24 @@ def parse(command: str, argv: Sequence[str]) -> SyncSettings:
     )
     if command == "verify":
         parser.add_argument("--repair", action="store_true", help="mend the drift found")
+    else:
+        parser.add_argument(
+            "--full",
+            action="store_true",
+            help="compare the whole index with the whole state, even when the runs since the "
+            "index's run could be applied alone",
+        )
     args = parser.parse_args(list(argv))
     if not args.to.startswith(("postgresql://", "postgres://")):
         raise UsageError(f"--to {args.to}: not a postgresql:// URL")
     output = absolute(args.output).rstrip("/") or "/"
     return SyncSettings(
-        output, args.to, args.table, args.model_key, bool(getattr(args, "repair", False))
+        output,
+        args.to,
+        args.table,
+        args.model_key,
+        bool(getattr(args, "repair", False)),
+        bool(getattr(args, "full", False)),
     )
 
 
@@ -84,26 +99,52 @@ def _model_key(output: str, given: str | None) -> tuple[str, int]:
 @dataclass(frozen=True)
 class Plan:
     run_id: str
-    state: pa.Table  # the manifest's rows: chunk_id and the metadata
     drift: vector_index.Drift
+    rows: pa.Table  # the manifest's rows of the ids to write: chunk_id and the metadata
+    state_rows: int  # rows of the state
     chunks_files: list[str]
+    path: str  # how the drift was found, as sync reports it
 
 
-def plan(settings: SyncSettings, index: vector_index.PgVectorIndex, model_key: str) -> Plan:
+def plan(
+    settings: SyncSettings, index: vector_index.PgVectorIndex, model_key: str, why: str = ""
+) -> Plan:
+    """The drift between the whole index and the whole of LATEST's state, every column
+    compared (``index_digest.compare``)."""
+    from chunkmill import index_digest
     from chunkmill.pipeline.runs import state_files
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import embedstore, tables
 
     state = state_files(settings.output, None)
     columns = ["chunk_id", *vector_index.METADATA]
-    parts = list(tables.read_parquet_batches(state.manifest, columns))
-    manifest = pa.concat_tables(parts).combine_chunks() if parts else None
-    if manifest is None:
-        empty = {c: pa.array([], pa.string()) for c in ("chunk_id", "chunk_hash")}
-        manifest = pa.table(empty)
-    text_differs = index.text_differs()
-    wanted = manifest.select(["chunk_id", "chunk_hash"])
-    drift = vector_index.diff(wanted, index.present(), model_key, text_differs)
-    return Plan(state.run_id, manifest, drift, state.chunks)
+
+    def manifest() -> Iterator[pa.Table]:
+        return tables.read_parquet_batches(state.manifest, columns)
+
+    state_rows = sum(tables.footer_rows(path) for path in state.manifest)
+    vectors = index_digest.VectorDigests(embedstore.read_vectors(settings.output, model_key))
+    found = index_digest.compare(
+        index.connection, index.table, manifest, (state_rows, index.count()), model_key, vectors
+    )
+    path = f"full reconciliation ({why})" if why else "full reconciliation"
+    return Plan(state.run_id, found.drift, found.rows, state_rows, state.chunks, path)
+
+
+def incremental_plan(
+    settings: SyncSettings, index: vector_index.PgVectorIndex, model_key: str
+) -> Plan:
+    """The drift the runs since the index's run made (``sync_delta``); ``NoShortcut`` when
+    they cannot tell it."""
+    from chunkmill.pipeline import sync_delta
+    from chunkmill.pipeline.runs import state_files
+
+    state = state_files(settings.output, None)
+    found = sync_delta.delta(settings.output, state, index.last_applied(), model_key)
+    runs = f"{len(found.runs)} run{'' if len(found.runs) == 1 else 's'}"
+    path = (
+        f"incremental from run {found.since} ({runs} after it, {found.documents} documents touched)"
+    )
+    return Plan(state.run_id, found.drift, found.rows, found.state_rows, state.chunks, path)
 
 
 def rows_to_write(settings: SyncSettings, planned: Plan, model_key: str) -> pa.Table | None:
@@ -114,7 +155,7 @@ def rows_to_write(settings: SyncSettings, planned: Plan, model_key: str) -> pa.T
     ids = planned.drift.to_write
     if not len(ids):
         return None
-    rows = planned.state.filter(pc.is_in(planned.state["chunk_id"], value_set=ids))
+    rows = planned.rows.filter(pc.is_in(planned.rows["chunk_id"], value_set=ids))
     hashes = pc.unique(rows["chunk_hash"])
     texts = _first_of(
         (
@@ -190,11 +231,32 @@ def command(name: str, argv: Sequence[str]) -> int:
 
 
 def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) -> int:
+    """``_compare_and_mend``, with a damaged embedding store said in one line."""
+    from chunkmill.transforms import embedstore
+
+    try:
+        return _compare_and_mend(name, settings, conn, started)
+    except embedstore.StoreDamaged as e:  # read before anything is applied
+        print(f"chunkmill: {name} failed, nothing applied: {e}", file=sys.stderr)
+        return 1
+
+
+def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: float) -> int:
     """Compares the index with LATEST's state; mends it (sync, verify --repair)."""
+    from chunkmill.pipeline import sync_delta
+
     model_key, dimension = _model_key(settings.output, settings.model_key)
     index = vector_index.PgVectorIndex(conn, settings.table)
     index.ensure(dimension)
-    planned = plan(settings, index, model_key)
+    if name == "verify":
+        planned = plan(settings, index, model_key)
+    elif settings.full:
+        planned = plan(settings, index, model_key, "--full")
+    else:
+        try:
+            planned = incremental_plan(settings, index, model_key)
+        except sync_delta.NoShortcut as e:
+            planned = plan(settings, index, model_key, str(e))
     drift = planned.drift
     if name == "verify":
         for line in drift.lines():
@@ -204,6 +266,8 @@ def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) 
         print(f"{settings.table} {verdict} run {planned.run_id}")
         if in_sync or not settings.repair:
             return 0 if in_sync else 1
+    else:
+        print(f"sync path: {planned.path}")
     try:
         rows = rows_to_write(settings, planned, model_key)
     except Missing as e:
@@ -221,6 +285,6 @@ def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) 
     print(
         f"applied run {planned.run_id} to {settings.table}: {inserted} inserted, "
         f"{written - inserted} updated, {len(drift.extra)} deleted, "
-        f"{planned.state.num_rows - written} unchanged in {seconds:.1f} s"
+        f"{planned.state_rows - written} unchanged in {seconds:.1f} s"
     )
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -65,6 +66,30 @@ def assert_index_is(url: str, run) -> None:
         assert hashlib.sha256(text.encode()).hexdigest() == chunk_hash
         stored = [float(x) for x in embedding.strip("[]").split(",")]
         assert np.allclose(stored, vector_of(chunk_hash), atol=1e-6)
+
+
+def assert_every_column_is(url: str, run, key: str = KEY) -> None:
+    """Every column of every row of the index equals its manifest row (the text is the one of
+    its hash, the vector the store's); a text document's text at the row's offsets is the
+    row's text."""
+    names = ["chunk_id", *vector_index.METADATA, "model_key", "text", "embedding::text"]
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(f"SELECT {', '.join(names)} FROM chunkmill_chunks").fetchall()
+    got = {r[0]: dict(zip(names, r, strict=True)) for r in rows}
+    manifest = {r["chunk_id"]: r for r in run.rows("manifest")}
+    assert got.keys() == manifest.keys()
+    for chunk_id, row in got.items():
+        want = manifest[chunk_id]
+        assert {c: row[c] for c in vector_index.METADATA} == {
+            c: want[c] for c in vector_index.METADATA
+        }, chunk_id
+        assert row["model_key"] == key
+        assert hashlib.sha256(row["text"].encode()).hexdigest() == want["chunk_hash"]
+        stored = [float(x) for x in row["embedding::text"].strip("[]").split(",")]
+        assert np.allclose(stored, vector_of(want["chunk_hash"]), atol=1e-6)
+        if want["source_uri"].endswith(".txt"):
+            source = Path(want["source_uri"]).read_text()
+            assert source[want["char_start"] : want["char_end"]] == row["text"]
 
 
 @pytest.fixture
@@ -139,21 +164,44 @@ def test_a_sync_killed_midway_changes_nothing_and_the_next_converges(
 def test_verify_finds_what_was_done_behind_its_back_and_repair_mends_it(
     chunkmill, corpus, database, capsys
 ):
+    for topic in ("alpha", "beta", "gamma", "delta"):
+        (corpus / f"{topic}.md").write_text(f"# {topic}\n\n" + prose(topic, 2))
     first = chunkmill("--input", str(corpus / "**"), run_id="r1")
     output = first.dir.parents[1]
     embed_stand_in(output, first)
     assert sync(output, database, capsys)[0] == 0
     with psycopg.connect(database) as conn:
-        ids = [r[0] for r in conn.execute("SELECT chunk_id FROM chunkmill_chunks ORDER BY 1")]
+        rows = conn.execute("SELECT chunk_id, chunk_hash FROM chunkmill_chunks ORDER BY 1")
+        by_hash: dict[str, str] = {}
+        for chunk_id, chunk_hash in rows:
+            by_hash.setdefault(chunk_hash, chunk_id)
+        ids = list(by_hash.values())  # rows of distinct hashes, so distinct vectors
+        assert len(ids) >= 10
+
+        def edit(sql: str, *chunk_ids: str) -> None:
+            conn.execute(
+                f"UPDATE chunkmill_chunks SET {sql} WHERE chunk_id = ANY(%s)", [list(chunk_ids)]
+            )
+
         conn.execute("DELETE FROM chunkmill_chunks WHERE chunk_id = %s", [ids[0]])
-        conn.execute("UPDATE chunkmill_chunks SET text = 'tampered' WHERE chunk_id = %s", [ids[1]])
-        conn.execute("UPDATE chunkmill_chunks SET model_key = 'old' WHERE chunk_id = %s", [ids[2]])
+        edit("text = 'tampered'", ids[1])
+        edit("model_key = 'old'", ids[2])
         conn.execute(
             "INSERT INTO chunkmill_chunks SELECT 'stray', chunk_hash, doc_id, source_uri, "
             "chunk_index, char_start, char_end, page_start, page_end, section_path, token_count, "
             "model_key, embedding, text, run_id FROM chunkmill_chunks WHERE chunk_id = %s",
             [ids[3]],
         )
+        # Two vectors swapped, one zeroed; a phishing URL, a wrong index, moved offsets.
+        conn.execute(
+            "UPDATE chunkmill_chunks AS a SET embedding = b.embedding FROM chunkmill_chunks AS b "
+            "WHERE (a.chunk_id, b.chunk_id) IN ((%s, %s), (%s, %s))",
+            [ids[4], ids[5], ids[5], ids[4]],
+        )
+        edit("embedding = array_fill(0, ARRAY[4])::vector", ids[6])
+        edit("source_uri = 'https://login.example.com/reset'", ids[7])
+        edit("chunk_index = 999", ids[8])
+        edit("char_start = char_start + 1, char_end = char_end + 1", ids[9])
     verify = ["verify", "--output", str(output), "--to", database]
     assert main(verify) == 1
     lines = capsys.readouterr().out.splitlines()
@@ -162,9 +210,96 @@ def test_verify_finds_what_was_done_behind_its_back_and_repair_mends_it(
     assert "ids whose vector is of another model key: 1" in lines
     assert "ids whose text is not the text of their hash: 1" in lines
     assert "ids whose hash differs: 0" in lines
+    assert "ids whose metadata differs from the manifest: 3" in lines
+    assert "ids whose vector is not the store's vector of their hash: 3" in lines
     assert main([*verify, "--repair"]) == 0
     assert main(verify) == 0
-    assert_index_is(database, first)
+    assert capsys.readouterr().out.splitlines()[-1] == "chunkmill_chunks is in sync with run r1"
+    assert_every_column_is(database, first)
+
+
+def test_chunks_that_moved_are_updated_from_the_runs_since_the_index_s_run(
+    chunkmill, corpus, database, capsys
+):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    code, out = sync(output, database, capsys)
+    assert code == 0 and "sync path: full reconciliation (the index records no run)" in out
+    # A longer first paragraph moves every later chunk of start.md; blank lines put before
+    # notes.txt move its chunks and change none of them (no added or removed row).
+    start = corpus / "guides" / "start.md"
+    start.write_text(
+        start.read_text().replace("start paragraph 1:", "start paragraph one, longer:")
+    )
+    notes = corpus / "notes.txt"
+    notes.write_text("\n\n\n" + notes.read_text())
+    second = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    assert not [
+        r
+        for r in second.rows("added") + second.rows("removed")
+        if "notes" in r["doc_id"] or r["source_uri"].endswith("notes.txt")
+    ]
+    embed_stand_in(output, second)
+    code, out = sync(output, database, capsys)
+    assert code == 0
+    assert "sync path: incremental from run r1 (1 run after it, 2 documents touched)" in out
+    assert_every_column_is(database, second)
+    assert main(["verify", "--output", str(output), "--to", database]) == 0
+    # The same night again: nothing to apply.
+    code, out = sync(output, database, capsys)
+    assert "incremental from run r2 (0 runs after it" in out and "0 inserted, 0 updated" in out
+
+
+def test_sync_compares_everything_when_a_run_in_between_is_gone_or_when_told(
+    chunkmill, corpus, database, capsys
+):
+    import shutil
+
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    second = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    (corpus / "more.md").unlink()  # what r2 alone chunked is gone again in r3
+    start = corpus / "guides" / "start.md"
+    start.write_text(
+        start.read_text().replace("start paragraph 1:", "start paragraph one, longer:")
+    )
+    third = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    embed_stand_in(output, second)
+    embed_stand_in(output, third)
+    shutil.rmtree(second.dir)
+    code, out = sync(output, database, capsys)
+    assert code == 0
+    assert "sync path: full reconciliation (the index's run r1 is not on LATEST's chain" in out
+    assert_every_column_is(database, third)
+    code, out = sync(output, database, capsys, "--full")
+    assert code == 0 and "sync path: full reconciliation (--full)" in out
+    assert "0 inserted, 0 updated, 0 deleted" in out
+
+
+def test_a_damaged_vector_file_is_one_line_and_nothing_is_applied(
+    chunkmill, corpus, database, capsys
+):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embedstore.write_model_info(str(output), KEY, {"dimension": DIM})
+    hashes = sorted({r["chunk_hash"] for r in first.rows("manifest")})
+    vectors = pa.array([vector_of(h) for h in hashes], pa.list_(pa.float32(), DIM))
+    table = pa.table([pa.array(hashes), vectors], schema=embedstore.vector_schema(DIM))
+    path = Path(embedstore.write_vectors(str(output), KEY, table))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    for command in ("sync", "verify"):
+        code = main([command, "--output", str(output), "--to", database])
+        captured = capsys.readouterr()
+        assert code == 1, command
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+        assert str(path) in captured.err and f"chunkmill embed --output {output}" in captured.err
+        assert index_rows(database) == {}
 
 
 def test_sync_refuses_in_one_line_what_it_cannot_do(chunkmill, corpus, database, capsys, postgres):  # noqa: F811
@@ -231,13 +366,14 @@ def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
     )
 
     with psycopg.connect(database) as blocker:
-        # A row sync must rewrite (its text was edited), locked until the sync waits on it.
+        # A row sync --full must rewrite (its text was edited), locked until sync waits on it.
         blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
         blocker.commit()
         before = index_rows(database)
         blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
         proc = subprocess.Popen(
-            [sys.executable, "-m", "chunkmill", "sync", "--output", str(output), "--to", database],
+            [sys.executable, "-m", "chunkmill", "sync", "--output", str(output), "--to", database]
+            + ["--full"],  # the whole comparison, which finds the edited text
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -254,5 +390,23 @@ def test_a_sync_process_killed_inside_its_transaction_leaves_the_last_state(
         proc.wait()
         blocker.rollback()
     assert index_rows(database) == before
-    assert sync(output, database, capsys)[0] == 0
+    assert sync(output, database, capsys, "--full")[0] == 0
     assert_index_is(database, second)
+
+
+def test_another_model_key_is_synced_by_the_whole_comparison(chunkmill, corpus, database, capsys):
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    other = "o" * 32
+    embedstore.write_model_info(str(output), other, {"dimension": DIM})
+    hashes = sorted({r["chunk_hash"] for r in first.rows("manifest")})
+    vectors = pa.array([vector_of(h) for h in hashes], pa.list_(pa.float32(), DIM))
+    table = pa.table([pa.array(hashes), vectors], schema=embedstore.vector_schema(DIM))
+    embedstore.write_vectors(str(output), other, table)
+    code, out = sync(output, database, capsys, "--model-key", other)
+    assert code == 0
+    assert f"full reconciliation (the index holds vectors of model key {KEY}, not {other})" in out
+    assert f"{len(first.rows('manifest'))} updated" in out
+    assert_every_column_is(database, first, other)

@@ -1,47 +1,63 @@
-"""The drift between a state and an index, without a database."""
+"""The drift between a state and an index, by row digests' parts, without a database."""
 
 from __future__ import annotations
 
-import pyarrow as pa
+import hashlib
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chunkmill import vector_index
+from chunkmill import index_digest
 
 KEY = "key-now"
 ids = st.sampled_from([f"id{i}" for i in range(8)])
-hashes = st.sampled_from(["h1", "h2", "h3"])
+hashes = st.sampled_from([hashlib.sha256(t.encode()).hexdigest() for t in "abc"])
+metas = st.sampled_from([b"m1", b"m2"])
+vectors = st.sampled_from([b"v1", b"v2"])
 keys = st.sampled_from([KEY, "key-before"])
+texts = st.sampled_from([True, False])  # whether the index's text is the hash's
 
 
-def table(rows: dict, with_key: bool) -> pa.Table:
-    columns = {"chunk_id": list(rows), "chunk_hash": [v[0] for v in rows.values()]}
-    if with_key:
-        columns["model_key"] = [v[1] for v in rows.values()]
-    return pa.table({k: pa.array(v, pa.string()) for k, v in columns.items()})
+def found_row(chunk_hash: str, key: str, meta: bytes, right_text: bool, vector: bytes) -> tuple:
+    text = bytes.fromhex(chunk_hash) if right_text else b"tampered"
+    return (chunk_hash, key, meta, text, vector)
 
 
 @given(
-    state=st.dictionaries(ids, st.tuples(hashes)),
-    index=st.dictionaries(ids, st.tuples(hashes, keys)),
+    state=st.dictionaries(ids, st.tuples(hashes, metas, vectors)),
+    index=st.dictionaries(ids, st.tuples(hashes, keys, metas, texts, vectors)),
 )
-def test_applying_the_drift_gives_the_state(state, index):
-    drift = vector_index.diff(table(state, False), table(index, True), KEY)
-    mended = {i: v for i, v in index.items() if i not in set(drift.extra.to_pylist())}
+def test_writing_the_drift_gives_the_state_and_nothing_right_is_written(state, index):
+    found = {i: found_row(*v) for i, v in index.items()}
+    drift = index_digest.classify(state, found, KEY)
+    mended = {i: v for i, v in found.items() if i not in set(drift.extra.to_pylist())}
     for i in drift.to_write.to_pylist():
-        mended[i] = (state[i][0], KEY)
-    assert mended == {i: (h, KEY) for i, (h,) in state.items()}
-    # Nothing is written that was right already.
-    right = {i for i in state if index.get(i) == (state[i][0], KEY)}
+        h, meta, vector = state[i]
+        mended[i] = found_row(h, KEY, meta, True, vector)
+    want = {i: found_row(h, KEY, m, True, v) for i, (h, m, v) in state.items()}
+    assert mended == want
+    right = {i for i in state if found.get(i) == want[i]}
     assert not right & set(drift.to_write.to_pylist())
-    assert (drift.total == 0) == (mended == index)
+    assert (drift.total == 0) == (found == want)
 
 
 def test_each_kind_is_counted_apart():
-    state = table({"a": ("h1",), "b": ("h2",), "c": ("h3",), "d": ("h1",)}, False)
-    index = table({"b": ("hX", KEY), "c": ("h3", "old"), "d": ("h1", KEY), "z": ("h1", KEY)}, True)
-    drift = vector_index.diff(state, index, KEY, pa.array(["d"]))
-    assert [drift.missing.to_pylist(), drift.extra.to_pylist()] == [["a"], ["z"]]
-    assert [drift.changed.to_pylist(), drift.other_model.to_pylist()] == [["b"], ["c"]]
-    assert sorted(drift.to_write.to_pylist()) == ["a", "b", "c", "d"]
-    assert [line.split(": ")[1] for line in drift.lines()] == ["1", "1", "1", "1", "1"]
+    h1, h2 = (hashlib.sha256(t.encode()).hexdigest() for t in "ab")
+    state = {i: (h1, b"m", b"v") for i in "abcdefg"}
+    found = {
+        "b": found_row(h2, KEY, b"m", True, b"v"),  # another hash
+        "c": found_row(h1, "old", b"m", True, b"v"),  # another model key
+        "d": found_row(h1, KEY, b"m", False, b"v"),  # another text
+        "e": found_row(h1, KEY, b"moved", True, b"v"),  # other metadata
+        "f": found_row(h1, KEY, b"m", True, b"swapped"),  # another vector
+        "g": found_row(h1, KEY, b"m", True, b"v"),  # right
+        "z": found_row(h1, KEY, b"m", True, b"v"),  # stray
+    }
+    drift = index_digest.classify(state, found, KEY)
+    kinds = [
+        drift.missing, drift.extra, drift.changed, drift.other_model,
+        drift.text_differs, drift.metadata, drift.vector,
+    ]  # fmt: skip
+    assert [k.to_pylist() for k in kinds] == [["a"], ["z"], ["b"], ["c"], ["b", "d"], ["e"], ["f"]]
+    assert sorted(drift.to_write.to_pylist()) == ["a", "b", "c", "d", "e", "f"]
+    assert [line.split(": ")[1] for line in drift.lines()] == ["1", "1", "1", "1", "2", "1", "1"]
