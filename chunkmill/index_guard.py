@@ -59,15 +59,11 @@ def lock_key(table: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def lock(conn: Any, table: str, *, shared: bool = False) -> bool:
-    """Takes ``table``'s advisory lock for the session (released when it closes); waits for
-    a sync holding it. Returns whether it had to wait. ``shared`` for reading only."""
+def lock(conn: Any, table: str, *, shared: bool = False) -> None:
+    """Takes ``table``'s advisory lock for the session (released when it closes), waiting
+    for a sync that holds it. ``shared`` for reading only: readers wait only for a sync."""
     kind = "pg_advisory_lock_shared" if shared else "pg_advisory_lock"
-    key = lock_key(table)
-    got = conn.execute(f"SELECT pg_try_{kind[3:]}(%s)", [key]).fetchone()[0]
-    if not got:
-        conn.execute(f"SELECT {kind}(%s)", [key])
-    return not got
+    conn.execute(f"SELECT {kind}(%s)", [lock_key(table)])
 
 
 # ---------------------------------------------------------------------------------------------

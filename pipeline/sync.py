@@ -304,8 +304,7 @@ def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) 
 def _guard_before(settings: SyncSettings, conn: object, writes: bool) -> index_guard.Found:
     """The table's lock taken (shared for reading), the database inspected before anything is
     created in it, and the table's owner checked."""
-    if index_guard.lock(conn, settings.table, shared=not writes):
-        print(f"chunkmill: waited for another sync of {settings.table}", file=sys.stderr)
+    index_guard.lock(conn, settings.table, shared=not writes)
     found = index_guard.inspect(conn, settings.table)
     if not writes and not found.table_exists:
         raise UsageError(
