@@ -256,7 +256,7 @@ def encode_order(order: tuple[Any, ...] | None) -> str | None:
 def check_removal(table: str, rows: int, deleting: int, *, max_ratio: float, run_id: str) -> None:
     """``Refused`` when deleting ``deleting`` of ``rows`` rows exceeds ``max_ratio`` of an
     index of at least ``MIN_GUARDED_ROWS`` rows."""
-    if rows < MIN_GUARDED_ROWS or deleting <= max_ratio * rows:
+    if rows < MIN_GUARDED_ROWS or deleting <= max_ratio * rows + 1e-9:  # 0.29 * 100 < 29
         return
     share = deleting / rows
     raise Refused(
