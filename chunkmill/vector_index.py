@@ -101,30 +101,20 @@ class Drift:
 
 
 def connect(url: str) -> Any:
-    """A connection to ``url`` with pgvector created in it; ``IndexUnavailable`` in one line
-    when the database cannot be reached or has no pgvector."""
+    """A connection to ``url`` (it creates nothing: ``PgVectorIndex.ensure`` does, after
+    the guards inspected the database); ``IndexUnavailable`` in one line when the database
+    cannot be reached."""
     try:
         import psycopg
     except ImportError:
         raise IndexUnavailable(
             "syncing needs the postgres extra: pip install 'chunkmill[postgres]'"
         ) from None
-    shown = redact_uri(url)
     try:
         # Autocommit: each transaction() block is a transaction of its own, committed whole.
-        conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
+        return psycopg.connect(url, connect_timeout=10, autocommit=True)
     except psycopg.Error as e:
-        raise IndexUnavailable(f"cannot connect to {shown}: {_first_line(e)}") from None
-    try:
-        with conn.transaction():
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except psycopg.Error as e:
-        conn.close()
-        raise IndexUnavailable(
-            f"{shown} has no pgvector extension, and it cannot be created there "
-            f"({_first_line(e)}); install pgvector or use another database"
-        ) from None
-    return conn
+        raise IndexUnavailable(f"cannot connect to {redact_uri(url)}: {_first_line(e)}") from None
 
 
 def connect_read_only(url: str) -> Any:
@@ -165,33 +155,54 @@ class PgVectorIndex:
         return self._conn
 
     def ensure(self, dimension: int) -> None:
-        """Creates the tables if absent; ``IndexUnavailable`` when the table holds vectors of
-        another dimension (another model's)."""
+        """Creates pgvector and the tables where absent; ``IndexUnavailable`` when pgvector
+        cannot be created, or the table holds vectors of another dimension (another model's).
+        Call after ``index_guard.inspect``: it proves a table found is chunkmill's."""
+        import psycopg
+
         found = self.dimension()
         if found is not None and found != dimension:
             raise IndexUnavailable(
                 f"table {self.table} holds vectors of {found} dimensions and the model's have "
                 f"{dimension}; sync this model into another --table"
             )
+        has_vector = "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+        try:
+            if self._conn.execute(has_vector).fetchone() is None:
+                with self._conn.transaction():
+                    self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as e:
+            raise IndexUnavailable(
+                "the database has no pgvector extension, and it cannot be created there "
+                f"({_first_line(e)}); install pgvector or use another database"
+            ) from None
         sql = self._sql
         columns = sql.SQL(", ").join(
             sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(_TYPES[c])) for c in METADATA
         )
+        # Only what is absent: a role that may write rows but not create tables syncs too.
+        (state,) = self._conn.execute("SELECT to_regclass(%s)", [STATE_TABLE]).fetchone()
         with self._conn.transaction():
-            self._conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (chunk_id text PRIMARY KEY, {}, "
-                    "model_key text NOT NULL, embedding vector({}) NOT NULL, "
-                    "text text NOT NULL, run_id text NOT NULL)"
-                ).format(self._name, columns, sql.Literal(dimension))
-            )
-            self._conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (index_table text PRIMARY KEY, "
-                    "output text NOT NULL, run_id text NOT NULL, model_key text NOT NULL, "
-                    "applied_at timestamptz NOT NULL)"
-                ).format(sql.Identifier(STATE_TABLE))
-            )
+            if found is None:
+                self._conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (chunk_id text PRIMARY KEY, {}, "
+                        "model_key text NOT NULL, embedding vector({}) NOT NULL, "
+                        "text text NOT NULL, run_id text NOT NULL)"
+                    ).format(self._name, columns, sql.Literal(dimension))
+                )
+            if state is None:
+                self._conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (index_table text PRIMARY KEY, "
+                        "output text NOT NULL, run_id text NOT NULL, model_key text NOT NULL, "
+                        "applied_at timestamptz NOT NULL, owner text, run_order text)"
+                    ).format(sql.Identifier(STATE_TABLE))
+                )
+        if state is not None:
+            from chunkmill import index_guard
+
+            index_guard.migrate_state(self._conn)
 
     def dimension(self) -> int | None:
         """The dimension of the table's vectors, or None when the table does not exist."""
@@ -223,19 +234,27 @@ class PgVectorIndex:
         run_id: str,
         model_key: str,
         output: str,
+        run_order: str | None = None,
     ) -> int:
         """In one transaction: deletes the ids ``delete``, writes every row of ``rows``
         (metadata, ``text``, ``vector``), replacing a row of the same id, and records
-        ``run_id`` as applied. Returns the rows written."""
+        ``run_id`` (at ``run_order`` in its chain) as applied by ``output``, the table's
+        owner from then on. Returns the rows written."""
         import psycopg
 
         try:
-            return self._apply(delete, rows, run_id, model_key, output)
+            return self._apply(delete, rows, run_id, model_key, output, run_order)
         except psycopg.Error as e:
             raise DatabaseError(_first_line(e)) from None
 
     def _apply(
-        self, delete: pa.Array, rows: Iterator[pa.Table], run_id: str, model_key: str, output: str
+        self,
+        delete: pa.Array,
+        rows: Iterator[pa.Table],
+        run_id: str,
+        model_key: str,
+        output: str,
+        run_order: str | None,
     ) -> int:
         sql = self._sql
         written = 0
@@ -250,12 +269,13 @@ class PgVectorIndex:
                 written += self._upsert(table, run_id, model_key)
             self._conn.execute(
                 sql.SQL(
-                    "INSERT INTO {} (index_table, output, run_id, model_key, applied_at) "
-                    "VALUES (%s, %s, %s, %s, now()) ON CONFLICT (index_table) DO UPDATE SET "
-                    "output = EXCLUDED.output, run_id = EXCLUDED.run_id, "
-                    "model_key = EXCLUDED.model_key, applied_at = EXCLUDED.applied_at"
+                    "INSERT INTO {} (index_table, output, run_id, model_key, applied_at, owner, "
+                    "run_order) VALUES (%s, %s, %s, %s, now(), %s, %s) ON CONFLICT (index_table) "
+                    "DO UPDATE SET output = EXCLUDED.output, run_id = EXCLUDED.run_id, "
+                    "model_key = EXCLUDED.model_key, applied_at = EXCLUDED.applied_at, "
+                    "owner = EXCLUDED.owner, run_order = EXCLUDED.run_order"
                 ).format(sql.Identifier(STATE_TABLE)),
-                [self.table, redact_uri(output), run_id, model_key],
+                [self.table, redact_uri(output), run_id, model_key, redact_uri(output), run_order],
             )
         return written
 
@@ -264,15 +284,17 @@ class PgVectorIndex:
         sql = self._sql
         columns = ["chunk_id", *METADATA, "text"]
         staging = sql.Identifier("chunkmill_staging")
+        written = [*columns, "model_key", "embedding", "run_id"]
+        names = sql.SQL(", ").join(map(sql.Identifier, written))
+        # The staging table has chunkmill's columns only, by name: the table may have more of
+        # its user's (a generated tsvector, a NOT NULL column with a default) that it fills.
         self._conn.execute(
             sql.SQL(
-                "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
-            ).format(staging, self._name)
+                "CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DROP AS SELECT {} FROM {} "
+                "WITH NO DATA"
+            ).format(staging, names, self._name)
         )
         self._conn.execute(sql.SQL("TRUNCATE {}").format(staging))
-        names = sql.SQL(", ").join(
-            map(sql.Identifier, [*columns, "model_key", "embedding", "run_id"])
-        )
         values = {c: table[c].to_pylist() for c in columns}
         vectors = table["vector"].to_pylist()
         command = sql.SQL("COPY {} ({}) FROM STDIN").format(staging, names)
@@ -281,13 +303,12 @@ class PgVectorIndex:
                 vector = "[" + ",".join(repr(float(x)) for x in vectors[i]) + "]"
                 copy.write_row([*(values[c][i] for c in columns), model_key, vector, run_id])
         updates = sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
-            for c in [*columns[1:], "model_key", "embedding", "run_id"]
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in written[1:]
         )
         self._conn.execute(
             sql.SQL(
-                "INSERT INTO {} SELECT * FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"
-            ).format(self._name, staging, updates)
+                "INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"
+            ).format(self._name, names, names, staging, updates)
         )
         return table.num_rows
 

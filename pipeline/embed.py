@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import embedding
+from chunkmill import embedding, index_guard
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import (
     Parser,
@@ -196,7 +196,7 @@ def _embed_claimed(settings: EmbedSettings, model: embedding.Model) -> int:
     if len(left):
         print(
             f"chunkmill: {len(left)} live chunks have no text in any run's chunks/ "
-            "(a run folder was deleted by hand); re-run with --prior-manifest none",
+            f"(a run folder was deleted by hand); {index_guard.LOST_TEXT_REMEDY}",
             file=sys.stderr,
         )
         return 1

@@ -16,11 +16,12 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import vector_index
+from chunkmill import index_guard, vector_index
 from chunkmill.pipeline.options import DEFAULT_OUTPUT, Parser, UsageError, absolute, location
 
 
@@ -32,6 +33,10 @@ class SyncSettings:
     model_key: str | None
     repair: bool
     full: bool = False
+    max_delete_ratio: float = index_guard.DEFAULT_MAX_DELETE_RATIO
+    allow_rewind: bool = False
+    take_over: bool = False
+    ann: str = index_guard.DEFAULT_ANN
 
 
 def parse(command: str, argv: Sequence[str]) -> SyncSettings:
@@ -58,9 +63,12 @@ def parse(command: str, argv: Sequence[str]) -> SyncSettings:
             help="compare the whole index with the whole state, even when the runs since the "
             "index's run could be applied alone",
         )
+    _guard_flags(parser, command)
     args = parser.parse_args(list(argv))
     if not args.to.startswith(("postgresql://", "postgres://")):
         raise UsageError(f"--to {args.to}: not a postgresql:// URL")
+    if not 0 <= args.max_delete_ratio <= 1:
+        raise UsageError(f"--max-delete-ratio {args.max_delete_ratio:g}: not between 0 and 1")
     output = absolute(args.output).rstrip("/") or "/"
     return SyncSettings(
         output,
@@ -69,11 +77,49 @@ def parse(command: str, argv: Sequence[str]) -> SyncSettings:
         args.model_key,
         bool(getattr(args, "repair", False)),
         bool(getattr(args, "full", False)),
+        1.0 if args.allow_mass_delete else args.max_delete_ratio,
+        args.allow_rewind,
+        args.take_over,
+        getattr(args, "ann", "none"),
     )
 
 
+def _guard_flags(parser: Parser, command: str) -> None:
+    """The flags that let an apply past a guard (``chunkmill.index_guard``)."""
+    parser.add_argument(
+        "--max-delete-ratio",
+        type=float,
+        default=index_guard.DEFAULT_MAX_DELETE_RATIO,
+        metavar="R",
+        help="refuse to delete more than this share of the table's rows in one apply "
+        f"(tables of {index_guard.MIN_GUARDED_ROWS} rows or more; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--allow-mass-delete", action="store_true", help="delete whatever the state says"
+    )
+    parser.add_argument(
+        "--allow-rewind",
+        action="store_true",
+        help="apply LATEST's run even when it is older than the run the table holds",
+    )
+    parser.add_argument(
+        "--take-over",
+        action="store_true",
+        help="make the table this output's when another output's sync made it",
+    )
+    if command == "sync":
+        parser.add_argument(
+            "--ann",
+            choices=index_guard.ANN_METHODS,
+            default=index_guard.DEFAULT_ANN,
+            help="the ANN index built on the vectors when the table has none "
+            "(default: %(default)s)",
+        )
+
+
 def _model_key(output: str, given: str | None) -> tuple[str, int]:
-    """The model key to use and its dimension."""
+    """The model key to use and its dimension: the one given, else the only key with
+    vectors (a key whose embed was stopped before its first vector file does not count)."""
     from apache_beam.io.filesystems import FileSystems
 
     from chunkmill.transforms import embedstore
@@ -82,14 +128,16 @@ def _model_key(output: str, given: str | None) -> tuple[str, int]:
     pattern = FileSystems.join(root, "*", embedstore.MODEL_INFO)
     keys = sorted(m.path.split("/")[-2] for m in FileSystems.match([pattern])[0].metadata_list)
     if given is None:
-        if not keys:
+        with_vectors = [k for k in keys if embedstore.part_paths(output, k)]
+        if not with_vectors:
             raise UsageError(f"no vectors in {root}: run chunkmill embed --output {output} first")
-        if len(keys) > 1:
+        if len(with_vectors) > 1:
+            named = "; ".join(embedstore.label(output, k) for k in with_vectors)
             raise UsageError(
-                f"{root} holds vectors of {len(keys)} models; choose one with "
-                f"--model-key ({', '.join(keys)})"
+                f"{root} holds vectors of {len(with_vectors)} models ({named}); choose one "
+                "with --model-key KEY"
             )
-        given = keys[0]
+        given = with_vectors[0]
     info = embedstore.read_model_info(output, given)
     if info is None:
         raise UsageError(f"--model-key {given}: no vectors of that key in {root}")
@@ -168,7 +216,7 @@ def rows_to_write(settings: SyncSettings, planned: Plan, model_key: str) -> pa.T
     )
     vectors = _first_of(embedstore.read_vectors(settings.output, model_key, hashes), hashes)
     for what, found, remedy in (
-        ("text", texts, "re-run chunkmill run with --prior-manifest none"),
+        ("text", texts, index_guard.LOST_TEXT_REMEDY),
         ("vector", vectors, f"run chunkmill embed --output {settings.output}"),
     ):
         lacking = len(hashes) - found.num_rows
@@ -210,24 +258,32 @@ def _first_of(batches: Iterator[pa.Table], hashes: pa.Array) -> pa.Table:
 
 def command(name: str, argv: Sequence[str]) -> int:
     """``chunkmill sync`` (``name`` "sync") or ``chunkmill verify``."""
+    import psycopg
+
     from chunkmill.pipeline.preflight import prepare_filesystems
 
     settings = parse(name, argv)
     started = time.monotonic()
+    writes = name == "sync" or settings.repair
+    opened = vector_index.connect if writes else vector_index.connect_read_only
     try:
-        conn = vector_index.connect(settings.url)  # before reading anything big
+        conn = opened(settings.url)  # before reading anything big
     except vector_index.IndexUnavailable as e:
         raise UsageError(str(e)) from None
     prepare_filesystems([])
     try:
         return _reconcile(name, settings, conn, started)
-    except vector_index.IndexUnavailable as e:
+    except (vector_index.IndexUnavailable, index_guard.Refused) as e:
         raise UsageError(str(e)) from None
     except vector_index.DatabaseError as e:  # the transaction was rolled back
-        print(f"chunkmill: {name} failed, nothing applied: {e}", file=sys.stderr)
-        return 1
+        raise UsageError(f"{name} failed, nothing applied: {e}") from None
+    except psycopg.Error as e:  # a timeout, a lost connection, a permission: rolled back
+        line = index_guard.one_line(e, settings.url)
+        raise UsageError(f"{name} failed, nothing applied: {line}") from None
+    except index_guard.DatabaseFailed as e:
+        raise UsageError(str(e)) from None
     finally:
-        conn.close()
+        conn.close()  # releases the table's lock
 
 
 def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) -> int:
@@ -245,9 +301,17 @@ def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: 
     """Compares the index with LATEST's state; mends it (sync, verify --repair)."""
     from chunkmill.pipeline import sync_delta
 
+    writes = name == "sync" or settings.repair
+    found = _guard_before(settings, conn, writes)
     model_key, dimension = _model_key(settings.output, settings.model_key)
     index = vector_index.PgVectorIndex(conn, settings.table)
-    index.ensure(dimension)
+    if writes:
+        index.ensure(dimension)
+    elif index.dimension() != dimension:
+        raise UsageError(
+            f"table {settings.table} holds vectors of {index.dimension()} dimensions and the "
+            f"model's have {dimension}: verify it with its own --model-key"
+        )
     if name == "verify":
         planned = plan(settings, index, model_key)
     elif settings.full:
@@ -268,6 +332,7 @@ def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: 
             return 0 if in_sync else 1
     else:
         print(f"sync path: {planned.path}")
+    order = _guard_apply(settings, conn, found, planned)
     try:
         rows = rows_to_write(settings, planned, model_key)
     except Missing as e:
@@ -279,6 +344,7 @@ def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: 
         run_id=planned.run_id,
         model_key=model_key,
         output=settings.output,
+        run_order=index_guard.encode_order(order),
     )
     seconds = time.monotonic() - started
     inserted = len(drift.missing)
@@ -287,4 +353,75 @@ def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: 
         f"{written - inserted} updated, {len(drift.extra)} deleted, "
         f"{planned.state_rows - written} unchanged in {seconds:.1f} s"
     )
+    _build_ann(settings, conn, name, planned.run_id)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The hooks of the guards (chunkmill.index_guard).
+
+
+def _guard_before(settings: SyncSettings, conn: object, writes: bool) -> index_guard.Found:
+    """The table's lock taken (shared for reading), the database inspected before anything is
+    created in it, and the table's owner checked."""
+    index_guard.lock(conn, settings.table, shared=not writes)
+    found = index_guard.inspect(conn, settings.table)
+    if not writes and not found.table_exists:
+        raise UsageError(
+            f"no table {settings.table} in the database: run chunkmill sync first, or --table"
+        )
+    if writes:
+        index_guard.check_owner(
+            found, settings.table, settings.output, take_over=settings.take_over
+        )
+    return found
+
+
+def _guard_apply(
+    settings: SyncSettings, conn: object, found: index_guard.Found, planned: Plan
+) -> tuple[str, int, str, str] | None:
+    """The forward and removal checks of applying ``planned``; returns its run's chain order."""
+    from chunkmill.transforms import lineage, runstate
+
+    missing: list[str] = []
+
+    def read(run: str) -> dict[str, Any] | None:
+        report = lineage.read_report(settings.output, run)
+        if report is None:
+            missing.append(run)
+        return report
+
+    chain = list(lineage.walk(settings.output, planned.run_id, read))
+    own = lineage.read_report(settings.output, planned.run_id) or {}
+    order = runstate.run_order(own.get("started_at"), planned.run_id, lineage.chain_block(own))
+    if not (settings.take_over and found.owned_by_another(settings.output)):
+        index_guard.check_forward(
+            found,
+            settings.table,
+            planned.run_id,
+            chain,
+            chain_broken=bool(missing),
+            run_order=order,
+            allow_rewind=settings.allow_rewind,
+        )
+    rows = index_guard.row_count(conn, settings.table)
+    index_guard.check_removal(
+        settings.table,
+        rows,
+        len(planned.drift.extra),
+        max_ratio=settings.max_delete_ratio,
+        run_id=planned.run_id,
+    )
+    return order
+
+
+def _build_ann(settings: SyncSettings, conn: object, name: str, run_id: str) -> None:
+    import psycopg
+
+    try:
+        index_guard.ensure_ann(conn, settings.table, settings.ann)
+    except psycopg.Error as e:
+        raise index_guard.DatabaseFailed(
+            f"applied run {run_id} to {settings.table}, but its {settings.ann} index was not "
+            f"built ({index_guard.one_line(e, settings.url)}); the next {name} builds it"
+        ) from None
