@@ -310,7 +310,7 @@ def test_database_failures_are_one_line_and_change_nothing(
         blocker.commit()
         edited = index_rows(database)
         blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
-        proc = start_sync(output, database)
+        proc = start_sync(output, database, "--full")  # the whole comparison finds the edit
         wait_for_waiters(database, 1, [proc])
         with psycopg.connect(database, autocommit=True) as admin:
             admin.execute(
