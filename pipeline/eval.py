@@ -25,6 +25,7 @@ from chunkmill.pipeline.options import (
     UsageError,
     absolute,
     location,
+    model_tokenizer,
 )
 from chunkmill.pipeline.options import (
     build_parser as build_run_parser,
@@ -81,7 +82,8 @@ def build_parser() -> Parser:
     )  # fmt: skip
     parser.add_argument(
         "--model", default=None, metavar="NAME|PATH",
-        help="--retriever model: all-minilm-l6-v2 (default) or a sentence-transformers folder",
+        help="--retriever model: all-MiniLM-L6-v2 (default) or a sentence-transformers folder; "
+        "without --tokenizer, also what the chunks are counted and fitted with, as run --model",
     )  # fmt: skip
     parser.add_argument(
         "-k", "--top-k", type=_positive_int, default=5, metavar="K",
@@ -147,8 +149,6 @@ class EvalSettings:
 def parse_eval(argv: Sequence[str]) -> EvalSettings:
     args = build_parser().parse_args(list(argv))
     retrievers = tuple(dict.fromkeys(args.retriever or ["bm25"]))
-    if args.model is not None and "model" not in retrievers:
-        raise UsageError("--model applies to --retriever model; add --retriever model")
     if args.html is not None and not Path(args.html).resolve().parent.is_dir():
         raise UsageError(f"--html {args.html}: its folder does not exist")
     common = dict(
@@ -233,7 +233,7 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
     try:
         return ChunkingConfig.create(
             args.strategy,
-            tokenizer=args.tokenizer,
+            tokenizer=_tokenizer(args),
             context_prev_chars=args.context_prev_chars,
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,
@@ -250,6 +250,15 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
     except ValueError as e:
         message = str(e)
     raise UsageError(message if where is None else f"{where}: {message}")
+
+
+def _tokenizer(args: argparse.Namespace) -> str:
+    """``--tokenizer``; without it, the tokenizer of ``--model`` when one is named, so that
+    the chunks are those ``run --model`` makes for the model that retrieves."""
+    model = getattr(args, "model", None)
+    if model is None or args.tokenizer != "chars4":
+        return str(args.tokenizer)
+    return model_tokenizer(model, args.tokenizer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -187,7 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="chars4",
         metavar="chars4|whitespace|all-minilm-l6-v2|PATH",
         help="token counter: chars4 (characters / 4), whitespace (words), "
-        "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
+        "all-minilm-l6-v2, or a Hugging Face tokenizer.json; a tokenizer whose folder tells "
+        "its model's input window (sentence_bert_config.json, tokenizer_config.json) fits "
+        "every default to it",
+    )
+    run.add_argument(
+        "--model",
+        metavar="NAME|PATH",
+        help="the embedding model the chunks are for, as embed takes it: all-MiniLM-L6-v2 "
+        "(or sentence-transformers/all-MiniLM-L6-v2) or a sentence-transformers folder; "
+        "counts with its tokenizer and fits every default to its input window",
     )
     _add_extraction_flags(run)
     _add_storage_flags(run)
@@ -447,6 +456,21 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def model_tokenizer(model: str | None, tokenizer: str) -> str:
+    """The ``--tokenizer`` spec to count with: ``tokenizer``, or, with ``--model``, the
+    model's own (resolved as ``embed`` resolves ``--model``)."""
+    if model is None:
+        return tokenizer
+    from chunkmill import embedding
+
+    if tokenizer != "chars4":
+        raise UsageError("--tokenizer: --model names the tokenizer already; give one of them")
+    try:
+        return embedding.model_tokenizer(model)
+    except embedding.ModelUnavailable as e:
+        raise UsageError(str(e)) from None
+
+
 def location(value: str) -> str:
     """A location argument, refused when its store's extra is not installed."""
     missing = extras.missing_extra(value)
@@ -617,7 +641,7 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
     try:
         config = ChunkingConfig.create(
             args.strategy,
-            tokenizer=args.tokenizer,
+            tokenizer=model_tokenizer(args.model, args.tokenizer),
             context_prev_chars=args.context_prev_chars,
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,

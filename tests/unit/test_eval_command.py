@@ -118,7 +118,7 @@ def one_line_error(capsys) -> str:
         (["--compare", "paragraph chunk-size=400"], "--chunk-size does not apply to strategy"),
         (["--chunk-size", "400", "--strategy", "section"], "--chunk-size does not apply"),
         (["--compare", "section tokenizer='x"], '--compare "section tokenizer=\'x": No closing'),
-        (["--model", "x"], "--model applies to --retriever model"),
+        (["--model", "x"], "--model x: not a sentence-transformers folder"),
         (["--run", "r1"], "give --input and --compare, or --run"),
         (["--html", "/nonexistent/folder/x.html"], "--html /nonexistent/folder/x.html: its folder"),
         (["--retriever", "tfidf"], "argument --retriever: invalid choice"),
