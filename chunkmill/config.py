@@ -25,18 +25,20 @@ from chunkmill.chunking.base import (
     ParameterError,
     TokenCounter,
     available,
+    chars4,
     check_int,
     strategy_parameters,
 )
 from chunkmill.chunking.context import ContextWindow, fitted_context_windows
 from chunkmill.chunking.fitting import TOKEN_LIMIT_PARAM, FittedChunker
 from chunkmill.chunking.recursive import separators_for
+from chunkmill.chunking.structure import Unmasking
 from chunkmill.chunking.tokens import load_token_counter, model_window, token_counter_identity
 from chunkmill.isolation import Limits
 
 # Bumped whenever chunkmill's own processing (not a library's) would give different chunks
 # for the same bytes and parameters; a bump re-chunks every document on the next run.
-PIPELINE_VERSION = "1"
+PIPELINE_VERSION = "2"
 
 AUTO = "auto"
 # What `auto` picks per document format: headings structure Markdown; prose and PDF text
@@ -56,6 +58,9 @@ AUTO_STRATEGIES: dict[str, str] = {
     "jsonl": "paragraph",
     "csv": "paragraph",
 }
+# The strategies that see Markdown structure through chunking.structure (fences, tables and
+# lists kept whole where they fit); section reads it itself.
+KEEP_STRUCTURE = frozenset({"paragraph", "sentence", "recursive"})
 # The paragraph-window strategy turns the window on for the paragraph strategy, with
 # 500 characters before and 300 after; every other strategy has it off unless asked.
 DEFAULT_CONTEXT: dict[str, tuple[int, int]] = {"paragraph-window": (500, 300)}
@@ -120,9 +125,18 @@ class ChunkingConfig:
     min_chunk_tokens: int | None = None
     description: dict[str, Any] = field(init=False, repr=False, compare=False)
     fingerprint: str = field(init=False, compare=False)
-    # The input window of the model the tokenizer belongs to, where chunkmill knows it
-    # (tokens.model_window); it changes no chunk, so it is reported, not fingerprinted.
+    # The input window of the model the tokenizer belongs to, where the files beside its
+    # tokenizer.json tell it (tokens.model_window). It is the default max_embed_tokens, so it
+    # shapes chunks through the resolved parameters (fingerprinted), and is reported.
     model_window: int | None = field(init=False, compare=False)
+
+    def embed_limit(self) -> int | None:
+        """The limit every strategy is fitted to: ``max_embed_tokens`` when given (larger
+        than the window only when asked for), else the model's window; None: each
+        strategy's own default (``default_max_embed_tokens``)."""
+        if self.max_embed_tokens is not None:
+            return self.max_embed_tokens
+        return self.model_window
 
     def __post_init__(self) -> None:
         from chunkmill.extract import EXTRACTOR_VERSION, PDF_ENGINES
@@ -152,6 +166,7 @@ class ChunkingConfig:
             count_tokens = load_token_counter(self.tokenizer)
         except ValueError as e:
             raise ParameterError("{tokenizer}: {0}", e) from None
+        object.__setattr__(self, "model_window", model_window(self.tokenizer))
         chunking = Chunking(self, count_tokens)
         if self.strategy == AUTO:
             used = {
@@ -172,7 +187,6 @@ class ChunkingConfig:
         }
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "fingerprint", ids.fingerprint(description))
-        object.__setattr__(self, "model_window", model_window(self.tokenizer))
 
     @classmethod
     def create(
@@ -266,7 +280,7 @@ class Chunking:
         ``max_tokens`` given above it is refused (cutting would only shrink every large chunk
         behind the strategy's back)."""
         config = self.config
-        limit = config.max_embed_tokens
+        limit = config.embed_limit()
         if limit is not None and limit <= self.count_tokens(""):
             raise ParameterError(
                 "{max_embed_tokens} ({0}) leaves no room for text: {tokenizer} counts {1} "
@@ -274,9 +288,22 @@ class Chunking:
                 limit,
                 self.count_tokens(""),
             )
-        chunker = make_chunker(name, token_counter=self.count_tokens, **params)
+        # Code (auto's recursive with a language's separators) has no Markdown structure.
+        keep_structure = name in KEEP_STRUCTURE and "separators" not in params
+        counter = self.count_tokens
+        if keep_structure and counter is not chars4:
+            counter = Unmasking(counter)
+        chunker = make_chunker(name, token_counter=counter, **params)
         own = dict(chunker.params())
         if limit is not None and own.get(TOKEN_LIMIT_PARAM, 0) > limit:
+            if TOKEN_LIMIT_PARAM in params and config.max_embed_tokens is None:
+                raise ParameterError(
+                    "{max_tokens} ({0}) is over the input window of the model of {tokenizer} "
+                    "({1} tokens, special ones included); lower {max_tokens}, or give "
+                    "{max_embed_tokens} to ask for larger texts than the model reads",
+                    own[TOKEN_LIMIT_PARAM],
+                    limit,
+                )
             if TOKEN_LIMIT_PARAM in params:
                 raise ParameterError(
                     "{max_embed_tokens} ({0}) must be at least {max_tokens} ({1}), the most a "
@@ -287,9 +314,7 @@ class Chunking:
                     name,
                 )
             try:
-                chunker = make_chunker(
-                    name, token_counter=self.count_tokens, **params, max_tokens=limit
-                )
+                chunker = make_chunker(name, token_counter=counter, **params, max_tokens=limit)
             except ParameterError as e:  # say which limit set max_tokens
                 raise ParameterError(
                     e.template.replace("{max_tokens}", "{max_embed_tokens}")
@@ -315,6 +340,7 @@ class Chunking:
             max_embed_tokens=limit,
             min_chunk_tokens=minimum,
             token_counter=self.count_tokens,
+            keep_structure=keep_structure,
         )
 
     def context_windows(
