@@ -123,6 +123,9 @@ class ChunkingConfig:
     # Chunks under this many tokens are merged into a neighbour; None: each strategy's
     # default (DEFAULT_MIN_CHUNK_TOKENS), 0: never.
     min_chunk_tokens: int | None = None
+    # The heading path at each chunk's start is put before the text embedded
+    # (text_with_context), where it fits max_embed_tokens; the chunk's span is unchanged.
+    heading_context: bool = False
     description: dict[str, Any] = field(init=False, repr=False, compare=False)
     fingerprint: str = field(init=False, compare=False)
     # The input window of the model the tokenizer belongs to, where the files beside its
@@ -161,6 +164,10 @@ class ChunkingConfig:
             check_int("max_embed_tokens", self.max_embed_tokens, 1)
         if self.min_chunk_tokens is not None:
             check_int("min_chunk_tokens", self.min_chunk_tokens, 0)
+        if not isinstance(self.heading_context, bool):
+            raise ParameterError(
+                "{heading_context} must be true or false, got {0!r}", self.heading_context
+            )
         prev, next_ = self.context()
         try:  # fails here, at start-up, if it cannot be loaded
             count_tokens = load_token_counter(self.tokenizer)
@@ -184,6 +191,7 @@ class ChunkingConfig:
             "extractor_version": EXTRACTOR_VERSION,
             "pdf_engine": self.pdf_engine,
             "pipeline_version": PIPELINE_VERSION,
+            **({"heading_context": True} if self.heading_context else {}),
         }
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "fingerprint", ids.fingerprint(description))
@@ -200,6 +208,7 @@ class ChunkingConfig:
         limits: Limits | None = None,
         max_embed_tokens: int | None = None,
         min_chunk_tokens: int | None = None,
+        heading_context: bool = False,
         **params: Any,
     ) -> ChunkingConfig:
         """``None`` values take the strategy's defaults."""
@@ -214,6 +223,7 @@ class ChunkingConfig:
             limits=limits or Limits(),
             max_embed_tokens=max_embed_tokens,
             min_chunk_tokens=min_chunk_tokens,
+            heading_context=heading_context,
         )
 
     def context(self) -> tuple[int, int]:

@@ -48,6 +48,7 @@ CHUNKING_FLAGS = (
     "--context-next-chars",
     "--max-embed-tokens",
     "--min-chunk-tokens",
+    "--heading-context",
     "--tokenizer",
     "--pdf-engine",
 )
@@ -238,6 +239,7 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,
             min_chunk_tokens=args.min_chunk_tokens,
+            heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,

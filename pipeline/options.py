@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="context window: characters of the chunks after (paragraph-window: 300)",
     )
     run.add_argument(
+        "--heading-context",
+        action="store_true",
+        help='put the heading path at each chunk\'s start ("Guide > Install") before the text '
+        "embedded (text_with_context), where it fits --max-embed-tokens; the chunk's span and "
+        "text are unchanged",
+    )
+    run.add_argument(
         "--max-embed-tokens",
         type=_positive_int,
         metavar="N",
@@ -646,6 +653,7 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,
             min_chunk_tokens=args.min_chunk_tokens,
+            heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,

@@ -59,23 +59,8 @@ Fits = Callable[[int, int], bool]
 def blocks(text: str) -> list[tuple[int, int]]:
     """The trimmed ``(start, end)`` of every fence, table and list of ``text``, in order,
     overlapping ones merged."""
-    found: list[tuple[int, int]] = []
-    fences: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        m = _FENCE.search(text, pos)
-        if m is None:
-            break
-        run = m.group(1)
-        if run[0] == "`" and "`" in text[m.end(1) : m.end()]:
-            pos = m.end()  # inline code, not a fence
-            continue
-        end = closing_fence_end(text, m.end(), run[0], len(run))
-        if end < 0:
-            end = len(text)
-        fences.append((m.start(), end))
-        pos = max(end, m.end() + 1)
-    found += fences
+    fences = _fences(text)
+    found = list(fences)
     gap = 0
     for start, end in [*fences, (len(text), len(text))]:
         if start > gap:
@@ -185,3 +170,57 @@ class Unmasking:
 
     def __repr__(self) -> str:
         return f"Unmasking({self.counter!r})"
+
+
+# An ATX heading line (levels 1 to 6): group 1 its #s, group 2 its title.
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\r?$", re.M)
+# CommonMark's optional closing sequence of #s.
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+
+
+def heading_paths(text: str, starts: list[int]) -> list[tuple[str, ...]]:
+    """The Markdown heading path (outermost first) in effect at each of ``starts`` (in
+    order): the ATX headings outside code fences that begin at or before it."""
+    fences = _fences(text)
+    events: list[tuple[int, int, str]] = []
+    fence = 0
+    for m in _HEADING.finditer(text):
+        while fence < len(fences) and fences[fence][1] <= m.start():
+            fence += 1
+        if fence < len(fences) and fences[fence][0] <= m.start():
+            continue
+        title = _CLOSING.sub("", (m.group(2) or "").strip()).strip()
+        if title:
+            events.append((m.start(), len(m.group(1)), title))
+    paths: list[tuple[str, ...]] = []
+    levels: list[tuple[int, str]] = []
+    k = 0
+    for start in starts:
+        while k < len(events) and events[k][0] <= start:
+            _, level, title = events[k]
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            levels.append((level, title))
+            k += 1
+        paths.append(tuple(title for _, title in levels))
+    return paths
+
+
+def _fences(text: str) -> list[tuple[int, int]]:
+    """Every code fence: from its opening line to the end of its closing line (or of the
+    text); a backtick run with a backtick after it on its line is inline code."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        m = _FENCE.search(text, pos)
+        if m is None:
+            return out
+        run = m.group(1)
+        if run[0] == "`" and "`" in text[m.end(1) : m.end()]:
+            pos = m.end()
+            continue
+        end = closing_fence_end(text, m.end(), run[0], len(run))
+        if end < 0:
+            end = len(text)
+        out.append((m.start(), end))
+        pos = max(end, m.end() + 1)

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkmill.api import chunk_text
+from chunkmill.chunking.base import chars4
 from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
 from chunkmill.config import Chunking, ChunkingConfig
 from tests.unit.chunker_contract import check_span_contract
@@ -104,3 +106,28 @@ def test_a_fence_that_fits_the_window_is_whole_with_the_model_tokenizer(strategy
     spans = Chunking(config).chunker_for("markdown").split(text)
     for start, end in blocks(text):
         assert any(s.start <= start and end <= s.end for s in spans)
+
+
+def test_heading_context_heads_the_embedded_text_not_the_span():
+    text = (
+        "# Guide\n\nIntro text here.\n\n## Install\n\n```\n# not a heading\n```\n\n"
+        "Run pip. It works.\n\n## Use\n\nCall it."
+    )
+    plain = chunk_text(text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0)
+    headed = chunk_text(
+        text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0,
+        heading_context=True, max_embed_tokens=20,
+    )  # fmt: skip
+    assert [(c.start, c.end, c.text) for c in headed] == [(c.start, c.end, c.text) for c in plain]
+    embedded = {c.text: c.text_with_context for c in headed}
+    assert embedded["# Guide\n\nIntro text here.\n\n## Install"] is None  # its heading opens it
+    fence_and_run = "```\n# not a heading\n```\n\nRun pip. It works."
+    assert embedded[fence_and_run] == "Guide > Install\n\n" + fence_and_run
+    assert embedded["## Use\n\nCall it."] == "Guide\n\n## Use\n\nCall it."
+    assert all(c.token_count <= 20 for c in headed)
+    tight = chunk_text(
+        text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0,
+        heading_context=True, max_embed_tokens=12,
+    )  # fmt: skip
+    assert all(chars4(c.text_with_context or c.text) <= 12 for c in tight)
+    assert {c.text: c.text_with_context for c in tight}[fence_and_run] is None  # no room
