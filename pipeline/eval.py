@@ -211,11 +211,20 @@ def _spec_args(base: argparse.Namespace, spec: str) -> argparse.Namespace:
     if not words:
         raise UsageError("--compare: an empty configuration")
     argv = ["--strategy", words[0]]
+    switches = {
+        a.option_strings[0] for a in _chunking_actions() if isinstance(a, argparse._StoreTrueAction)
+    }
     for word in words[1:]:
         name, equals, value = word.partition("=")
         if not equals:
             raise UsageError(f"--compare {spec!r}: {word!r} is not FLAG=VALUE")
-        argv += ["--" + name.lstrip("-").replace("_", "-"), value]
+        flag = "--" + name.lstrip("-").replace("_", "-")
+        if flag not in switches:
+            argv += [flag, value]
+        elif value.lower() in ("true", "yes", "1"):
+            argv.append(flag)
+        elif value.lower() not in ("false", "no", "0"):
+            raise UsageError(f"--compare {spec!r}: {flag} takes true or false, not {value!r}")
     parser = Parser(prog=f"chunkmill eval --compare {spec!r}", allow_abbrev=False, add_help=False)
     for action in _chunking_actions():
         parser._add_action(action)
