@@ -126,3 +126,27 @@ def test_bad_model_flags_are_one_line(argv, message):
     with pytest.raises(UsageError, match=None) as e:
         parse_run_args(argv)
     assert message in str(e.value)
+
+
+def test_auto_for_a_model_window_is_paragraph_without_overlap_at_the_window(
+    small_window_tokenizer,
+):
+    from chunkmill.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
+
+    for tokenizer, window in ((MINILM, 256), (small_window_tokenizer, 128)):
+        chunking = Chunking(ChunkingConfig.create(tokenizer=tokenizer))
+        for fmt in ("markdown", "html", "docx", "text", "pdf"):
+            chunker = chunking.chunker_for(fmt)
+            assert chunker.name == "paragraph"
+            assert dict(chunker.params()) == {
+                "max_tokens": window,
+                "overlap_tokens": 0,
+                "max_embed_tokens": window,
+                "min_chunk_tokens": 16,
+            }
+        assert chunking.chunker_for("code", "/x/a.py").name == "recursive"
+    # Given, a parameter wins; without a window, auto is as it was.
+    given = Chunking(ChunkingConfig.create("paragraph", tokenizer=MINILM, overlap_tokens=40))
+    assert given.chunker_for("text").params()["overlap_tokens"] == 40
+    plain = Chunking(ChunkingConfig.create())
+    assert {f: plain.strategy_for(f) for f in AUTO_STRATEGIES} == AUTO_STRATEGIES
