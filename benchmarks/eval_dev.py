@@ -36,11 +36,13 @@ DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "chroma-dev"
 # The separators of Chroma's evaluation, sizes in cl100k tokens.
 LANGCHAIN_SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
 LANGCHAIN_SIZES = ((400, 200), (250, 125), (200, 0))
-# chunkmill's default, then its strategies fitted to all-MiniLM-L6-v2's 256-token window.
+# chunkmill's default, its default told the model (the window's defaults), then its
+# strategies with their own defaults fitted to all-MiniLM-L6-v2's 256-token window.
 MINILM_WINDOW = "tokenizer=all-minilm-l6-v2 max-embed-tokens=256"
 CHUNKMILL_SPECS = (
     "auto",
-    f"paragraph {MINILM_WINDOW}",
+    "auto tokenizer=all-minilm-l6-v2",
+    f"paragraph overlap-tokens=80 {MINILM_WINDOW}",
     f"recursive {MINILM_WINDOW}",
     f"section {MINILM_WINDOW}",
 )

@@ -31,6 +31,8 @@ from typing import Any
 
 from chunkmill import carryover, ids
 from chunkmill.chunking import Span
+from chunkmill.chunking.base import TokenCounter
+from chunkmill.chunking.structure import heading_paths
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.extract import (
     Extracted,
@@ -333,6 +335,7 @@ def _chunk_rows(
         "source_version": item.version,
         "decode_lossy": doc.lossy,
     }
+    paths = _heading_paths(doc, spans) if chunking.config.heading_context else None
     seen: dict[str, int] = {}
     rows: list[dict[str, object]] = []
     for index, span in enumerate(spans):
@@ -347,6 +350,14 @@ def _chunk_rows(
             row["text_with_context"] = embed_text
             row["has_prev_context"] = window.has_prev
             row["has_next_context"] = window.has_next
+        path = () if paths is None else paths[index]
+        if path and text.startswith("#"):  # the chunk opens with its innermost heading
+            path = path[:-1]
+        if path:
+            headed = with_heading(path, embed_text, count_tokens, max_embed_tokens)
+            if headed is not None:
+                embed_text, tokens = headed
+                row["text_with_context"] = embed_text
         h = ids.chunk_hash(embed_text)
         occurrence = seen.get(h, 0)
         seen[h] = occurrence + 1
@@ -372,3 +383,33 @@ def _chunk_rows(
         row["text"] = text
         rows.append(row)
     return rows
+
+
+# Formats whose extracted text marks headings as Markdown does (HTML and DOCX are rendered so).
+_MARKDOWN_HEADINGS = frozenset({"markdown", "html", "docx"})
+# Between the headings of a path, and between the path and the text, in what is embedded.
+HEADING_SEPARATOR = " > "
+
+
+def _heading_paths(doc: Extracted, spans: list[Span]) -> list[tuple[str, ...]]:
+    """The heading path at each chunk's start: the strategy's (``section``), else the
+    Markdown headings before it, else the PDF outline's; ``()`` where none is known."""
+    if all(span.section_path is not None for span in spans):
+        return [tuple(span.section_path or ()) for span in spans]
+    if doc.format in _MARKDOWN_HEADINGS:
+        return heading_paths(doc.text, [span.start for span in spans])
+    return [doc.section_at(span.start) or () for span in spans]
+
+
+def with_heading(
+    path: tuple[str, ...], text: str, count_tokens: TokenCounter, max_tokens: int
+) -> tuple[str, int] | None:
+    """``text`` headed by ``path`` (``"A > B"``, a blank line, then the text) and its token
+    count, dropping outer headings until it fits ``max_tokens``; None if not even the
+    innermost does."""
+    for first in range(len(path)):
+        headed = HEADING_SEPARATOR.join(path[first:]) + "\n\n" + text
+        tokens = count_tokens(headed)
+        if tokens <= max_tokens:
+            return headed, tokens
+    return None

