@@ -37,6 +37,9 @@ _DISTANCE_DECIMALS = 4
 # Texts per forward pass of the model: large enough to keep the CPU busy, small enough that
 # padding to the batch's longest text stays cheap.
 EMBED_BATCH = 64
+# torch's threads in a process that chunks: measured on 2 busy cores, 10 sentences took 3.4 s
+# with torch's default of one thread per core and 0.15 s with one.
+TORCH_THREADS = 1
 
 
 @register("semantic")
@@ -78,8 +81,8 @@ class SemanticChunker:
     parameters and the model's files (``params`` names them by digest). A text of fewer than
     three units is never embedded: its units are packed up to the limit.
 
-    The model is loaded once per process (a cache by model folder) on first use, on the CPU,
-    and the units of a document are embedded in batches of ``EMBED_BATCH``. Building the
+    The model is loaded once per process (a cache by model folder) on first use, on the CPU
+    with one torch thread, and the units of a document are embedded in batches of ``EMBED_BATCH``. Building the
     chunker needs the ``embed`` extra (sentence-transformers and torch) and the model's
     files, so a missing one stops a run before it starts.
     """
@@ -230,12 +233,19 @@ def _locate_model(spec: str) -> tuple[Path, str]:
 
 def loaded_model(path: Path) -> Any:
     """The model in ``path``, loaded once per process (on the CPU) and shared by every
-    chunker and thread of it."""
+    chunker and thread of it.
+
+    Loading it sets torch to one thread per process: a runner already runs one worker
+    process per core, and more threads spin against each other (docs/chunking.md,
+    `semantic`)."""
     with _LOCK:
         model = _MODELS.get(path)
         if model is None:
+            import torch
+
             from chunkmill import embedding
 
+            torch.set_num_threads(TORCH_THREADS)
             model = _MODELS[path] = embedding.load(path, "cpu")
         return model
 
