@@ -266,8 +266,13 @@ ALTERNATIVES = (
 )
 
 
+# Strategies that run an embedding model: thousands of times slower, measured on their own
+# (python -m benchmarks.semantic).
+MODEL_STRATEGIES = frozenset({"semantic"})
+
+
 def contenders() -> list[Contender]:
-    names = chunkmill_strategies()
+    names = [name for name in chunkmill_strategies() if name not in MODEL_STRATEGIES]
     found = [chunkmill_full(name) for name in ("paragraph", "section") if name in names]
     found += [chunkmill_split(name) for name in names]
     for make in ALTERNATIVES:

@@ -44,6 +44,10 @@ CHUNKING_FLAGS = (
     "--overlap-tokens",
     "--chunk-size",
     "--chunk-overlap",
+    "--semantic-model",
+    "--breakpoint",
+    "--sentence-buffer",
+    "--min-tokens",
     "--context-prev-chars",
     "--context-next-chars",
     "--max-embed-tokens",
@@ -253,6 +257,10 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
+            semantic_model=args.semantic_model,
+            breakpoint=args.breakpoint,
+            sentence_buffer=args.sentence_buffer,
+            min_tokens=args.min_tokens,
             pdf_engine=args.pdf_engine,
         )
     except ParameterError as e:

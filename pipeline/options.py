@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
         "PDF, recursive for code)",
     )
     run.add_argument(
-        "--max-tokens", type=_positive_int, help="paragraph/section: chunk size limit in tokens"
+        "--max-tokens",
+        type=_positive_int,
+        help="paragraph/section/semantic: chunk size limit in tokens",
     )
     run.add_argument(
         "--overlap-tokens", type=_non_negative_int, help="paragraph: tokens carried between chunks"
@@ -155,6 +157,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-overlap",
         type=_non_negative_int,
         help="sentence/recursive: characters carried between chunks",
+    )
+    run.add_argument(
+        "--semantic-model",
+        metavar="NAME|PATH",
+        help="semantic: the model that embeds sentences to find topic changes "
+        "(default all-minilm-l6-v2; needs the embed extra)",
+    )
+    run.add_argument(
+        "--breakpoint",
+        metavar="KIND:AMOUNT",
+        help="semantic: where the topic changes, percentile:P (default percentile:95), "
+        "stddev:K or similarity:S of neighbouring sentences",
+    )
+    run.add_argument(
+        "--sentence-buffer",
+        type=_non_negative_int,
+        metavar="N",
+        help="semantic: sentences besides the nearest compared on each side of a boundary "
+        "(default 1)",
+    )
+    run.add_argument(
+        "--min-tokens",
+        type=_non_negative_int,
+        metavar="N",
+        help="semantic: a topic segment under N tokens joins its closer neighbour "
+        "(default --max-tokens / 4)",
     )
     run.add_argument(
         "--context-prev-chars",
@@ -658,6 +686,10 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
             overlap_tokens=args.overlap_tokens,
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
+            semantic_model=args.semantic_model,
+            breakpoint=args.breakpoint,
+            sentence_buffer=args.sentence_buffer,
+            min_tokens=args.min_tokens,
             pdf_engine=args.pdf_engine,
             limits=Limits(
                 timeout_seconds=args.doc_timeout_seconds,

@@ -181,6 +181,7 @@ def _load_builtins() -> None:
         paragraph_window,
         recursive,
         section,
+        semantic,
         sentence,
     )
 

@@ -12,11 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chunkmill import embedding
 from chunkmill.chunking import available, make_chunker
 from chunkmill.chunking.paragraph import ParagraphChunker
 from chunkmill.chunking.paragraph_window import ParagraphWindowChunker
 from chunkmill.chunking.recursive import RecursiveChunker
 from chunkmill.chunking.section import SectionChunker
+from chunkmill.chunking.semantic import SemanticChunker
 from chunkmill.chunking.sentence import SentenceChunker
 
 from .chunker_contract import assert_deterministic, sample_documents, texts
@@ -126,6 +128,35 @@ STRATEGIES = [
             {"max_chars": True},
         ),
         "max_tokens",
+        0,
+    ),
+    Strategy(
+        "semantic",
+        SemanticChunker,
+        {
+            "max_tokens": 256,
+            "min_tokens": 64,
+            "breakpoint": "percentile:95",
+            "sentence_buffer": 1,
+            "semantic_model": "all-minilm-l6-v2",
+            "semantic_model_key": embedding.model_key(embedding.model_path()),
+        },
+        {"max_tokens": 40, "min_tokens": 8, "breakpoint": "stddev:1", "sentence_buffer": 0},
+        (
+            {"max_tokens": 0},
+            {"max_tokens": True},
+            {"max_tokens": 10, "min_tokens": 10},
+            {"min_tokens": -1},
+            {"breakpoint": "percentile:101"},
+            {"breakpoint": "similarity:2"},
+            {"breakpoint": "cosine:0.5"},
+            {"breakpoint": "percentile"},
+            {"breakpoint": 95},
+            {"sentence_buffer": -1},
+            {"semantic_model": "/nonexistent/model"},
+            {"semantic_model": ""},
+        ),
+        "chunk_size",
         0,
     ),
 ]
