@@ -79,8 +79,7 @@ def check_backend(backend: Backend) -> None:
     if missing:
         extra = "embed" if backend.runtime == "torch" else "backends"
         raise BackendUnavailable(
-            f"--backend {backend.name} needs {', '.join(missing)}: "
-            f"pip install 'chunkmill[{extra}]'"
+            f"--backend {backend.name} needs {', '.join(missing)}: pip install 'chunkmill[{extra}]'"
         )
 
 
@@ -279,9 +278,11 @@ class Encoder:
         if texts:
             lengths = self.lengths(texts)
             order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-            parts: list[np.ndarray] = []
-            for batch in token_batches([lengths[i] for i in order], batch_size, self.max_batch_tokens):
-                parts.append(self.run([texts[order[i]] for i in batch]))
+            sorted_lengths = [lengths[i] for i in order]
+            parts = [
+                self.run([texts[order[i]] for i in batch])
+                for batch in token_batches(sorted_lengths, batch_size, self.max_batch_tokens)
+            ]
             ordered = np.concatenate(parts).astype(np.float32, copy=False)
             vectors = np.empty_like(ordered)
             vectors[order] = ordered
@@ -367,9 +368,7 @@ class OnnxEncoder(_GraphEncoder):
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            str(graph), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
     def run(self, texts: Sequence[str]) -> np.ndarray:
