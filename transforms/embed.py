@@ -4,7 +4,8 @@ the store does not hold yet, the vectors committed to the store as they are made
 
 ``EmbedTexts`` takes ``(chunk_hash, text)`` pairs and the sorted list of the hashes to embed.
 The hashes are cut into groups of ``texts_per_file`` before the pipeline starts (``Groups``):
-a group is embedded in one model call per ``batch_size`` texts and written as one file of the
+a group is embedded in length-sorted batches of at most ``batch_size`` texts and
+``max_batch_tokens`` padded tokens (``chunkmill.backends``) and written as one file of the
 store, whole, as soon as it is done. A killed job keeps every group it finished, and a
 retried bundle writes its groups again under the same names (``embedstore.write_vectors``),
 so no hash is stored twice for one key by a retry or a re-run.
@@ -26,21 +27,27 @@ from chunkmill import embedding
 from chunkmill.transforms import embedstore, tables
 
 
-class SentenceTransformerHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
-    """RunInference's handler for a sentence-transformers folder, one group of texts per
-    call (encoded ``batch_size`` at a time): Beam shares one loaded model per worker, and the
-    model runs on a GPU where torch sees one."""
+class EncoderHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
+    """RunInference's handler for the model as its backend runs it
+    (``embedding.load_encoder``), one group of texts per call, encoded in length-sorted
+    batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens: Beam
+    shares one loaded model per worker."""
 
-    def __init__(self, path: str, batch_size: int = 64, device: str | None = None) -> None:
+    def __init__(
+        self,
+        model: embedding.Model,
+        batch_size: int = 64,
+        device: str = "cpu",
+        max_batch_tokens: int | None = None,
+    ) -> None:
         super().__init__()
-        self._path = path
+        self._model = model
         self._batch_size = batch_size
         self._device = device
+        self._max_batch_tokens = max_batch_tokens
 
     def load_model(self) -> Any:
-        from pathlib import Path
-
-        return embedding.load(Path(self._path), self._device)
+        return embedding.load_encoder(self._model, self._device, self._max_batch_tokens)
 
     def run_inference(
         self,
@@ -49,10 +56,7 @@ class SentenceTransformerHandler(ModelHandler[Sequence[str], PredictionResult, A
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
         return [
-            PredictionResult(
-                texts,
-                model.encode(list(texts), batch_size=self._batch_size, convert_to_numpy=True),
-            )
+            PredictionResult(texts, model.encode(list(texts), batch_size=self._batch_size))
             for texts in batch
         ]
 
@@ -136,18 +140,20 @@ class EmbedTexts(beam.PTransform):
         hashes: pa.Array,
         batch_size: int,
         texts_per_file: int,
+        device: str = "cpu",
+        max_batch_tokens: int | None = None,
     ) -> None:
         super().__init__()
         self._output = output
         self._model = model
         self._groups = Groups(hashes, texts_per_file)
-        self._batch_size = batch_size
+        self._handler = EncoderHandler(model, batch_size, device, max_batch_tokens)
 
     def expand(self, texts: beam.PCollection) -> beam.PCollection:
         from apache_beam.ml.inference.base import RunInference
 
         groups = self._groups
-        handler = SentenceTransformerHandler(str(self._model.path), self._batch_size)
+        handler = self._handler
         return (
             texts
             | "ToGroups" >> beam.Map(lambda pair: (groups.of(pair[0]), pair))

@@ -1,0 +1,468 @@
+"""Inference backends for the embedding model: torch (sentence-transformers), ONNX Runtime and
+OpenVINO, in float32 or quantized (docs/embedding-backends.md).
+
+A backend is named ``RUNTIME`` or ``RUNTIME-PRECISION``: ``torch``, ``onnx``, ``onnx-int8``,
+``openvino``, ``openvino-bf16``. Every backend but ``torch`` runs a graph exported from the
+model folder once, offline, into the cache (``cache_root``): the whole sentence-transformers
+model (transformer, pooling, any ``Dense``, normalisation) as one ONNX graph, so the vectors
+are the model's own and no pooling is re-implemented here. A second load finds the export
+in the cache and does not export again.
+
+Vectors of one backend are never mixed with another's: each backend but ``torch`` has its own
+model key (``variant_key``), derived from the folder's key, so ``torch`` keeps the key stores
+already hold.
+
+All backends share one encoding loop (``Encoder.encode``): texts sorted by token length,
+cut into batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so
+that a batch of long texts fits memory the same as a batch of short ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_BACKEND = "torch"
+# What each backend needs installed (module names), and the extra that brings it.
+_RUNTIMES = {
+    "torch": ("sentence_transformers", "torch"),
+    "onnx": ("onnxruntime", "onnx", "torch"),
+    "openvino": ("openvino", "onnx", "torch"),
+}
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")
+DEVICES = ("cpu", "cuda", "auto")
+# Bumped when an export recipe changes what a backend computes: part of the variant's key.
+EXPORT_RECIPE = 1
+# Padded tokens per model call (texts x longest text in the batch): 64 texts of 256 tokens.
+DEFAULT_MAX_BATCH_TOKENS = 16384
+ONNX_FILE = "model.onnx"
+INT8_FILE = "model-int8.onnx"
+
+
+class BackendUnavailable(ValueError):
+    """A backend's libraries or a device are missing: one line naming the flag."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    runtime: str  # torch | onnx | openvino
+    precision: str  # fp32 | int8 | bf16
+
+    @property
+    def name(self) -> str:
+        return self.runtime if self.precision == "fp32" else f"{self.runtime}-{self.precision}"
+
+
+def parse_backend(name: str) -> Backend:
+    """``torch``, ``onnx``, ``onnx-int8``, ``openvino`` or ``openvino-bf16``."""
+    if name not in BACKENDS:
+        raise BackendUnavailable(f"--backend {name}: choose one of {', '.join(BACKENDS)}")
+    runtime, _, precision = name.partition("-")
+    return Backend(runtime, precision or "fp32")
+
+
+def check_backend(backend: Backend) -> None:
+    """``BackendUnavailable`` when the libraries ``backend`` runs on are not installed."""
+    missing = [m for m in _RUNTIMES[backend.runtime] if util.find_spec(m) is None]
+    if missing:
+        extra = "embed" if backend.runtime == "torch" else "backends"
+        raise BackendUnavailable(
+            f"--backend {backend.name} needs {', '.join(missing)}: pip install 'chunkmill[{extra}]'"
+        )
+
+
+def variant_key(base_key: str, backend: Backend) -> str:
+    """The model key of the vectors ``backend`` makes from the folder whose key is
+    ``base_key``: the folder's key itself for ``torch``, else a digest of it, the backend and
+    the export recipe."""
+    if backend.name == DEFAULT_BACKEND:
+        return base_key
+    seed = f"{base_key}\0{backend.name}\0recipe-{EXPORT_RECIPE}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
+
+
+def pick_device(asked: str, cuda_available: Callable[[], bool] | None = None) -> str:
+    """``cpu`` or ``cuda``: ``auto`` is CUDA when torch sees a GPU, else the CPU; ``cuda``
+    without one is refused in one line."""
+    if asked not in DEVICES:
+        raise BackendUnavailable(f"--device {asked}: choose one of {', '.join(DEVICES)}")
+    if asked == "cpu":
+        return "cpu"
+    if cuda_available is None:
+        cuda_available = _torch_cuda_available
+    if cuda_available():
+        return "cuda"
+    if asked == "cuda":
+        raise BackendUnavailable("--device cuda: torch sees no CUDA device here (try auto)")
+    return "cpu"
+
+
+def _torch_cuda_available() -> bool:
+    if util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def check_device(backend: Backend, device: str) -> None:
+    """Only torch runs on CUDA here (the ONNX and OpenVINO exports run on the CPU)."""
+    if device == "cuda" and backend.runtime != "torch":
+        raise BackendUnavailable(
+            f"--backend {backend.name} runs on the CPU: use --device cpu, or --backend torch"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache of exports
+
+
+def cache_root() -> Path:
+    """Where exports are kept: ``$CHUNKMILL_CACHE``, else ``$XDG_CACHE_HOME/chunkmill``, else
+    ``~/.cache/chunkmill``."""
+    if os.environ.get("CHUNKMILL_CACHE"):
+        return Path(os.environ["CHUNKMILL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "chunkmill"
+
+
+def export_dir(base_key: str, backend: Backend) -> Path:
+    """The cache folder of ``backend``'s export of the model keyed ``base_key``."""
+    return cache_root() / "models" / base_key / f"onnx-recipe-{EXPORT_RECIPE}"
+
+
+def onnx_export(path: Path, base_key: str, backend: Backend) -> Path:
+    """The ONNX file ``backend`` runs, exported from the folder ``path`` (keyed ``base_key``)
+    into the cache on first use; later calls find it there. Written whole (a temporary folder
+    renamed), so a killed export leaves nothing half-done."""
+    folder = export_dir(base_key, backend)
+    fp32 = folder / ONNX_FILE
+    if not fp32.is_file():
+        _export_fp32(path, folder)
+    if backend.precision != "int8":
+        return fp32
+    int8 = folder / INT8_FILE
+    if not int8.is_file():
+        _quantize_int8(fp32, int8)
+    return int8
+
+
+def _export_fp32(path: Path, folder: Path) -> None:
+    import torch
+
+    from chunkmill import embedding
+
+    print(f"chunkmill: exporting {path} to ONNX in {folder} (once)", file=sys.stderr)
+    model = embedding.load(path, "cpu")
+    model.eval()
+    names = _input_names(model)
+    sample = model.tokenize(["an example sentence to trace", "two"])
+    args = tuple(sample[n] for n in names)
+    graph = _WholeModel(model, names)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=folder.parent))
+    try:
+        dynamic = {n: {0: "batch", 1: "tokens"} for n in names}
+        with torch.no_grad():
+            torch.onnx.export(
+                graph,
+                args,
+                str(work / ONNX_FILE),
+                input_names=list(names),
+                output_names=["sentence_embedding"],
+                dynamic_axes={**dynamic, "sentence_embedding": {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        (work / "export.json").write_text(
+            json.dumps({"inputs": list(names), "source": str(path), "recipe": EXPORT_RECIPE})
+        )
+        if folder.exists():  # another process finished first
+            shutil.rmtree(work)
+        else:
+            work.rename(folder)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _input_names(model: Any) -> tuple[str, ...]:
+    tokens = model.tokenize(["x"])
+    return tuple(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in tokens)
+
+
+def _whole_model_class() -> type:
+    import torch
+
+    class WholeModel(torch.nn.Module):
+        """The sentence-transformers model as a function of its token tensors."""
+
+        def __init__(self, model: Any, names: Sequence[str]) -> None:
+            super().__init__()
+            self.model = model
+            self.names = list(names)
+
+        def forward(self, *tensors: Any) -> Any:
+            features = dict(zip(self.names, tensors, strict=True))
+            return self.model(features)["sentence_embedding"]
+
+    return WholeModel
+
+
+def _WholeModel(model: Any, names: Sequence[str]) -> Any:  # noqa: N802 - a class, made late
+    return _whole_model_class()(model, names)
+
+
+def _quantize_int8(fp32: Path, int8: Path) -> None:
+    """Dynamic int8 quantization of the weights of the matrix products, per output channel
+    (docs/embedding-backends.md says which choices were measured)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    print(f"chunkmill: quantizing {fp32} to int8 (once)", file=sys.stderr)
+    partial = int8.with_name(f".{int8.name}.{os.getpid()}.tmp")
+    quantize_dynamic(
+        str(fp32),
+        str(partial),
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+    )
+    partial.replace(int8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoders
+
+
+class Encoder:
+    """Encodes texts with one backend; ``encode`` is sentence-transformers' own signature, for
+    callers written against it."""
+
+    backend: Backend
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        """Each text's length in the model's tokens, truncated to its window."""
+        raise NotImplementedError
+
+    def run(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of one batch."""
+        raise NotImplementedError
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 64,
+        convert_to_numpy: bool = True,
+        normalize_embeddings: bool = False,
+        **_: Any,
+    ) -> np.ndarray:
+        one = isinstance(sentences, str)
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        vectors = np.zeros((0, 0), np.float32)
+        if texts:
+            lengths = self.lengths(texts)
+            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+            sorted_lengths = [lengths[i] for i in order]
+            parts = [
+                self.run([texts[order[i]] for i in batch])
+                for batch in token_batches(sorted_lengths, batch_size, self.max_batch_tokens)
+            ]
+            ordered = np.concatenate(parts).astype(np.float32, copy=False)
+            vectors = np.empty_like(ordered)
+            vectors[order] = ordered
+        if normalize_embeddings and len(vectors):
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors[0] if one else vectors
+
+
+def token_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[range]:
+    """Consecutive index ranges of ``lengths`` (sorted longest first), each at most
+    ``batch_size`` texts and at most ``max_tokens`` padded tokens (texts times the first
+    text's length); a text longer than ``max_tokens`` alone is a batch of one."""
+    batches: list[range] = []
+    start = 0
+    while start < len(lengths):
+        longest = max(lengths[start], 1)
+        count = max(1, min(batch_size, max_tokens // longest))
+        batches.append(range(start, min(start + count, len(lengths))))
+        start += count
+    return batches
+
+
+class TorchEncoder(Encoder):
+    def __init__(self, path: Path, device: str) -> None:
+        from chunkmill import embedding
+
+        self.backend = Backend("torch", "fp32")
+        self.model = embedding.load(path, device)
+        self.tokenizer = self.model.tokenizer
+        self.max_seq_length = self.model.max_seq_length
+
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        ids = self.tokenizer(
+            [t.strip() for t in texts], truncation=True, max_length=self.max_seq_length
+        )["input_ids"]
+        return [len(i) for i in ids]
+
+    def run(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(
+            self.model.encode(list(texts), batch_size=len(texts), convert_to_numpy=True)
+        )
+
+
+class _GraphEncoder(Encoder):
+    """An exported graph: texts tokenized as sentence-transformers tokenizes them (stripped,
+    truncated to the model's window, padded to the batch's longest)."""
+
+    def __init__(self, path: Path, backend: Backend) -> None:
+        from transformers import AutoTokenizer
+
+        self.backend = backend
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        bert = path / "sentence_bert_config.json"
+        config = json.loads(bert.read_text()) if bert.is_file() else {}
+        self.max_seq_length = int(config.get("max_seq_length") or self.tokenizer.model_max_length)
+        self.lowercase = bool(config.get("do_lower_case"))
+
+    def _clean(self, texts: Sequence[str]) -> list[str]:
+        return [t.strip().lower() if self.lowercase else t.strip() for t in texts]
+
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        ids = self.tokenizer(self._clean(texts), truncation=True, max_length=self.max_seq_length)
+        return [len(i) for i in ids["input_ids"]]
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        return dict(
+            self.tokenizer(
+                self._clean(texts),
+                padding=True,
+                truncation="longest_first",
+                max_length=self.max_seq_length,
+                return_tensors="np",
+            )
+        )
+
+
+class OnnxEncoder(_GraphEncoder):
+    def __init__(self, path: Path, base_key: str, backend: Backend, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        super().__init__(path, backend)
+        graph = onnx_export(path, base_key, backend)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def run(self, texts: Sequence[str]) -> np.ndarray:
+        tokens = self.tokenize(texts)
+        feed = {n: tokens[n].astype(np.int64) for n in self.inputs}
+        return np.asarray(self.session.run(None, feed)[0])
+
+
+class OpenVinoEncoder(_GraphEncoder):
+    """OpenVINO's CPU plugin on the ONNX export, in float32 (pinned: the plugin would pick
+    bf16 by itself on a CPU that has it) or bf16."""
+
+    def __init__(self, path: Path, base_key: str, backend: Backend, threads: int = 0) -> None:
+        import openvino as ov
+
+        super().__init__(path, backend)
+        graph = onnx_export(path, base_key, Backend("onnx", "fp32"))
+        core = ov.Core()
+        config: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": "bf16" if backend.precision == "bf16" else "f32",
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        if backend.precision == "bf16" and "BF16" not in core.get_property(
+            "CPU", "OPTIMIZATION_CAPABILITIES"
+        ):
+            raise BackendUnavailable("--backend openvino-bf16: this CPU has no bf16 support")
+        self.compiled = core.compile_model(core.read_model(str(graph)), "CPU", config)
+        self.inputs = [i.get_any_name() for i in self.compiled.inputs]
+
+    def run(self, texts: Sequence[str]) -> np.ndarray:
+        tokens = self.tokenize(texts)
+        feed = {n: tokens[n].astype(np.int64) for n in self.inputs}
+        return np.asarray(self.compiled(feed)[0])
+
+
+def load_encoder(
+    path: Path,
+    base_key: str,
+    backend: Backend,
+    device: str = "cpu",
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+) -> Encoder:
+    """The model in ``path`` ready to encode with ``backend`` on ``device``."""
+    check_backend(backend)
+    check_device(backend, device)
+    encoder: Encoder
+    if backend.runtime == "torch":
+        encoder = TorchEncoder(path, device)
+    elif backend.runtime == "onnx":
+        encoder = OnnxEncoder(path, base_key, backend)
+    else:
+        encoder = OpenVinoEncoder(path, base_key, backend)
+    encoder.max_batch_tokens = max_batch_tokens
+    return encoder
+
+
+class Progress:
+    """Tokens per second and the time left, on stderr, at most every ``every`` seconds."""
+
+    def __init__(self, total_tokens: int, every: float = 10.0, out: Any = None) -> None:
+        self.total = total_tokens
+        self.done = 0
+        self.every = every
+        self.started = time.monotonic()
+        self.shown = self.started
+        self.out = out if out is not None else sys.stderr
+
+    def add(self, tokens: int) -> None:
+        self.done += tokens
+        now = time.monotonic()
+        if now - self.shown >= self.every:
+            self.shown = now
+            print(self.line(now), file=self.out, flush=True)
+
+    def rate(self, now: float | None = None) -> float:
+        seconds = (now if now is not None else time.monotonic()) - self.started
+        return self.done / seconds if seconds > 0 else 0.0
+
+    def line(self, now: float) -> str:
+        rate = self.rate(now)
+        left = (self.total - self.done) / rate if rate else float("inf")
+        return (
+            f"chunkmill: embedded {self.done:,} of {self.total:,} tokens, "
+            f"{rate:,.0f} tokens/s, about {format_seconds(left)} left"
+        )
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "? s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
