@@ -16,6 +16,7 @@ part of each strategy's ``params`` in the description, so of the fingerprint.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,12 @@ class ChunkingConfig:
     context_next_chars: int | None = None
     # The PDF text engine (transforms.extract.pdf): the engines give different text.
     pdf_engine: str = "pypdf"
+    # OCR of PDF pages without a text layer (chunkmill.extract.ocr): auto, never, always.
+    ocr: str = "auto"
+    # The environment variable holding the password of encrypted PDFs (its name only: the
+    # password never enters a config, a report or a log). It decides whether a document
+    # fails, not its text: in the attempt key, not the fingerprint.
+    pdf_password_env: str | None = field(default=None, compare=False)
     # Budgets around extraction. They decide whether a document fails, never its text, so
     # they stay out of the fingerprint: a new budget re-chunks nothing.
     limits: Limits = field(default_factory=Limits, compare=False)
@@ -125,7 +132,8 @@ class ChunkingConfig:
     model_window: int | None = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        from chunkmill.extract import EXTRACTOR_VERSION, PDF_ENGINES
+        from chunkmill.extract import EXTRACTOR_VERSION, OCR_MODES, PDF_ENGINES
+        from chunkmill.extract import ocr as ocr_engine
 
         if self.pdf_engine not in PDF_ENGINES:
             raise ParameterError(
@@ -133,6 +141,12 @@ class ChunkingConfig:
                 self.pdf_engine,
                 ", ".join(PDF_ENGINES),
             )
+        if self.ocr not in OCR_MODES:
+            raise ParameterError(
+                "{ocr}: unknown OCR mode {0!r}; choose one of {1}", self.ocr, ", ".join(OCR_MODES)
+            )
+        if self.ocr == "always" and not ocr_engine.available():
+            raise ParameterError("{ocr}: always: {0}", ocr_engine.MISSING)
         if self.strategy != AUTO and self.strategy not in available():
             raise ParameterError(
                 "{strategy}: unknown chunking strategy {0!r}; choose one of {1}",
@@ -168,6 +182,7 @@ class ChunkingConfig:
             "context_window": {"prev_chars": prev, "next_chars": next_},
             "extractor_version": EXTRACTOR_VERSION,
             "pdf_engine": self.pdf_engine,
+            "ocr": self.ocr,
             "pipeline_version": PIPELINE_VERSION,
         }
         object.__setattr__(self, "description", description)
@@ -183,6 +198,8 @@ class ChunkingConfig:
         context_prev_chars: int | None = None,
         context_next_chars: int | None = None,
         pdf_engine: str = "pypdf",
+        ocr: str = "auto",
+        pdf_password_env: str | None = None,
         limits: Limits | None = None,
         max_embed_tokens: int | None = None,
         min_chunk_tokens: int | None = None,
@@ -197,10 +214,21 @@ class ChunkingConfig:
             context_prev_chars=context_prev_chars,
             context_next_chars=context_next_chars,
             pdf_engine=pdf_engine,
+            ocr=ocr,
+            pdf_password_env=pdf_password_env,
             limits=limits or Limits(),
             max_embed_tokens=max_embed_tokens,
             min_chunk_tokens=min_chunk_tokens,
         )
+
+    def extract_options(self) -> dict[str, Any]:
+        """The options of ``chunkmill.extract.extract`` this config asks for, the PDF
+        password read from ``pdf_password_env`` here (where documents are extracted: the
+        variable must be set on the workers). Never logged or recorded."""
+        password = None
+        if self.pdf_password_env is not None:
+            password = os.environ.get(self.pdf_password_env)
+        return {"pdf_engine": self.pdf_engine, "ocr": self.ocr, "pdf_password": password}
 
     def context(self) -> tuple[int, int]:
         """(prev_chars, next_chars) of the context window; (0, 0) means none."""
