@@ -56,6 +56,8 @@ AUTO_STRATEGIES: dict[str, str] = {
     "json": "paragraph",
     "jsonl": "paragraph",
     "csv": "paragraph",
+    # An image's text elements, one per line.
+    "svg": "paragraph",
 }
 # The paragraph-window strategy turns the window on for the paragraph strategy, with
 # 500 characters before and 300 after; every other strategy has it off unless asked.
