@@ -25,6 +25,7 @@ the rows lie.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,7 +105,8 @@ def error_row(
 def attempt_key(config: ChunkingConfig) -> str:
     """Everything besides the document's bytes that decides whether it fails: the chunking
     config (its fingerprint holds the PDF engine, the OCR mode and the extractor's version),
-    every limit, the PDF password's variable (by name), and the versions of chunkmill and
+    every limit, the PDF password's variable (its name and whether it is set, never its
+    value: setting it tries the ``encrypted`` documents again), and the versions of chunkmill and
     its parsers, the OCR engine included (``unknown`` while it is not installed, so a
     ``no_text`` failure is tried again once it is). A failure is remembered under this key; a
     new limit (``too_large``, ``timeout`` and ``memory`` depend on them), config or release
@@ -115,9 +117,16 @@ def attempt_key(config: ChunkingConfig) -> str:
             "config": config.fingerprint,
             "limits": dataclasses.asdict(config.limits),
             "libraries": library_versions(),
-            **({"pdf_password_env": config.pdf_password_env} if config.pdf_password_env else {}),
+            **_password_state(config),
         }
     )
+
+
+def _password_state(config: ChunkingConfig) -> dict[str, Any]:
+    name = config.pdf_password_env
+    if name is None:
+        return {}
+    return {"pdf_password_env": name, "pdf_password_set": bool(os.environ.get(name))}
 
 
 def repeat_failure(item: WorkItem, error: PriorError, key: str) -> DocOutcome:
