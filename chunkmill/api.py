@@ -3,6 +3,7 @@ other programs, through the very code a pipeline run uses for each document."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,15 @@ from chunkmill.document import PROCESSED, chunk_extracted
 from chunkmill.extract import Extracted, ExtractionError, extract
 from chunkmill.items import WorkItem
 
-__all__ = ["Chunk", "Extracted", "ExtractionError", "chunk_text", "extract_text"]
+__all__ = [
+    "Chunk",
+    "Extracted",
+    "ExtractionError",
+    "RunNotFound",
+    "chunk_text",
+    "extract_text",
+    "read_chunks",
+]
 
 
 @dataclass(frozen=True)
@@ -38,13 +47,89 @@ class Chunk:
 
 
 def extract_text(
-    data: bytes, name: str, *, pdf_engine: str = "pypdf", max_pdf_pages: int | None = None
+    data: bytes,
+    name: str,
+    *,
+    pdf_engine: str = "pypdf",
+    max_pdf_pages: int | None = None,
+    ocr: str = "auto",
+    pdf_password: str | None = None,
 ) -> Extracted:
     """The text of a document's bytes, as a run extracts it (format by ``name``'s extension
-    and content, decoding, clean-up); raises ``ExtractionError`` (with a ``reason``) for a
-    document a run would record in ``errors/``. Runs in this process, without the time and
+    and content, decoding, clean-up; ``ocr`` and ``pdf_password`` as ``--ocr`` and the
+    variable of ``--pdf-password-env``); raises ``ExtractionError`` (with a ``reason``) for
+    a document a run would record in ``errors/``. Runs in this process, without the time and
     memory budgets a run puts around parsers."""
-    return extract(name, data, pdf_engine=pdf_engine, max_pdf_pages=max_pdf_pages)
+    return extract(
+        name,
+        data,
+        pdf_engine=pdf_engine,
+        max_pdf_pages=max_pdf_pages,
+        ocr=ocr,
+        pdf_password=pdf_password,
+    )
+
+
+class RunNotFound(LookupError):
+    """``read_chunks`` found no finished run of that id (or none at all) in the output."""
+
+
+def read_chunks(
+    output: str, run: str | None = None, *, state: bool = True
+) -> Iterator[dict[str, Any]]:
+    """The chunks a run wrote under ``output`` (a local folder, ``gs://``, ``s3://``), as
+    dicts with the columns of the ``chunks/`` table (``text`` and ``text_with_context``
+    among them). ``run``: a run id, default the run ``LATEST`` names.
+
+    ``state=True``: the whole current state after that run, every occurrence of its
+    manifest (sorted by ``source_uri``, then ``chunk_index``) with the text of its hash from
+    the ``chunks/`` table of whichever run of its chain first had it. ``state=False``: only
+    the run's own ``chunks/`` rows, the hashes new in it (what to embed), in file order.
+    The state's texts are held in memory by hash: for a notebook or a corpus of modest size
+    (``chunkmill export`` writes a state of any size as one table). Raises ``RunNotFound``.
+    """
+    from chunkmill.pipeline.options import UsageError
+    from chunkmill.pipeline.runs import list_runs, state_files
+    from chunkmill.schema import CHUNKS, OCCURRENCE_FIELDS
+    from chunkmill.transforms import runstate, tables
+
+    try:
+        files = state_files(output, run)
+    except (UsageError, runstate.BadLatest) as e:
+        raise RunNotFound(str(e)) from None
+    if not state:
+        info = next(r for r in list_runs(output) if r.run_id == files.run_id)
+        base = tables.run_dir(output, files.run_id)
+        own = [f"{base}/{f['path']}" for f in (info.tables or {}).get("chunks", [])]
+        for batch in tables.read_parquet_batches(own, CHUNKS.names):
+            yield from batch.to_pylist()
+        return
+    texts: dict[str, tuple[str, str | None]] = {}
+    for batch in tables.read_parquet_batches(
+        files.chunks, ["chunk_hash", "text", "text_with_context"]
+    ):
+        for h, text, window in zip(
+            batch["chunk_hash"].to_pylist(),
+            batch["text"].to_pylist(),
+            batch["text_with_context"].to_pylist(),
+            strict=True,
+        ):
+            texts.setdefault(h, (text, window))  # the newest run's first
+    rows = [
+        row
+        for batch in tables.read_parquet_batches(files.manifest, OCCURRENCE_FIELDS)
+        for row in batch.to_pylist()
+    ]
+    rows.sort(key=lambda r: (r["source_uri"], r["chunk_index"]))
+    for row in rows:
+        found = texts.get(row["chunk_hash"])
+        if found is None:  # a run folder deleted by hand: the hash's text is gone
+            raise RunNotFound(
+                f"chunk {row['chunk_id']} of run {files.run_id} has no text in any run's "
+                "chunks/ (a run folder was deleted?)"
+            )
+        row["text"], row["text_with_context"] = found
+        yield row
 
 
 def chunk_text(

@@ -16,6 +16,7 @@ part of each strategy's ``params`` in the description, so of the fingerprint.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,8 @@ AUTO_STRATEGIES: dict[str, str] = {
     "json": "paragraph",
     "jsonl": "paragraph",
     "csv": "paragraph",
+    # An image's text elements, one per line.
+    "svg": "paragraph",
 }
 # With the input window of the embedding model known (a --model, or a tokenizer whose files
 # tell it), `auto` picks `paragraph` for every prose format, Markdown included, without
@@ -130,6 +133,12 @@ class ChunkingConfig:
     context_next_chars: int | None = None
     # The PDF text engine (transforms.extract.pdf): the engines give different text.
     pdf_engine: str = "pypdf"
+    # OCR of PDF pages without a text layer (chunkmill.extract.ocr): auto, never, always.
+    ocr: str = "auto"
+    # The environment variable holding the password of encrypted PDFs (its name only: the
+    # password never enters a config, a report or a log). It decides whether a document
+    # fails, not its text: in the attempt key, not the fingerprint.
+    pdf_password_env: str | None = field(default=None, compare=False)
     # Budgets around extraction. They decide whether a document fails, never its text, so
     # they stay out of the fingerprint: a new budget re-chunks nothing.
     limits: Limits = field(default_factory=Limits, compare=False)
@@ -158,7 +167,8 @@ class ChunkingConfig:
         return self.model_window
 
     def __post_init__(self) -> None:
-        from chunkmill.extract import EXTRACTOR_VERSION, PDF_ENGINES
+        from chunkmill.extract import EXTRACTOR_VERSION, OCR_MODES, PDF_ENGINES
+        from chunkmill.extract import ocr as ocr_engine
 
         if self.pdf_engine not in PDF_ENGINES:
             raise ParameterError(
@@ -166,6 +176,12 @@ class ChunkingConfig:
                 self.pdf_engine,
                 ", ".join(PDF_ENGINES),
             )
+        if self.ocr not in OCR_MODES:
+            raise ParameterError(
+                "{ocr}: unknown OCR mode {0!r}; choose one of {1}", self.ocr, ", ".join(OCR_MODES)
+            )
+        if self.ocr == "always" and not ocr_engine.available():
+            raise ParameterError("{ocr}: always: {0}", ocr_engine.MISSING)
         if self.strategy != AUTO and self.strategy not in available():
             raise ParameterError(
                 "{strategy}: unknown chunking strategy {0!r}; choose one of {1}",
@@ -206,6 +222,7 @@ class ChunkingConfig:
             "context_window": {"prev_chars": prev, "next_chars": next_},
             "extractor_version": EXTRACTOR_VERSION,
             "pdf_engine": self.pdf_engine,
+            "ocr": self.ocr,
             "pipeline_version": PIPELINE_VERSION,
             **({"heading_context": True} if self.heading_context else {}),
         }
@@ -221,6 +238,8 @@ class ChunkingConfig:
         context_prev_chars: int | None = None,
         context_next_chars: int | None = None,
         pdf_engine: str = "pypdf",
+        ocr: str = "auto",
+        pdf_password_env: str | None = None,
         limits: Limits | None = None,
         max_embed_tokens: int | None = None,
         min_chunk_tokens: int | None = None,
@@ -236,6 +255,8 @@ class ChunkingConfig:
             context_prev_chars=context_prev_chars,
             context_next_chars=context_next_chars,
             pdf_engine=pdf_engine,
+            ocr=ocr,
+            pdf_password_env=pdf_password_env,
             limits=limits or Limits(),
             max_embed_tokens=max_embed_tokens,
             min_chunk_tokens=min_chunk_tokens,
@@ -245,6 +266,15 @@ class ChunkingConfig:
     def auto_strategies(self) -> dict[str, str]:
         """What ``auto`` picks per format: for a model's window when one is known."""
         return AUTO_STRATEGIES if self.model_window is None else AUTO_STRATEGIES_IN_WINDOW
+
+    def extract_options(self) -> dict[str, Any]:
+        """The options of ``chunkmill.extract.extract`` this config asks for, the PDF
+        password read from ``pdf_password_env`` here (where documents are extracted: the
+        variable must be set on the workers). Never logged or recorded."""
+        password = None
+        if self.pdf_password_env is not None:
+            password = os.environ.get(self.pdf_password_env)
+        return {"pdf_engine": self.pdf_engine, "ocr": self.ocr, "pdf_password": password}
 
     def context(self) -> tuple[int, int]:
         """(prev_chars, next_chars) of the context window; (0, 0) means none."""

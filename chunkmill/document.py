@@ -25,6 +25,7 @@ the rows lie.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,8 +106,11 @@ def error_row(
 
 def attempt_key(config: ChunkingConfig) -> str:
     """Everything besides the document's bytes that decides whether it fails: the chunking
-    config (its fingerprint holds the PDF engine and the extractor's version), every limit,
-    and the versions of chunkmill and its parsers. A failure is remembered under this key; a
+    config (its fingerprint holds the PDF engine, the OCR mode and the extractor's version),
+    every limit, the PDF password's variable (its name and whether it is set, never its
+    value: setting it tries the ``encrypted`` documents again), and the versions of chunkmill and
+    its parsers, the OCR engine included (``unknown`` while it is not installed, so a
+    ``no_text`` failure is tried again once it is). A failure is remembered under this key; a
     new limit (``too_large``, ``timeout`` and ``memory`` depend on them), config or release
     tries the document again. Limits are in the key for every reason, not only those three:
     changing one is rare, and retrying once then costs little."""
@@ -115,8 +119,16 @@ def attempt_key(config: ChunkingConfig) -> str:
             "config": config.fingerprint,
             "limits": dataclasses.asdict(config.limits),
             "libraries": library_versions(),
+            **_password_state(config),
         }
     )
+
+
+def _password_state(config: ChunkingConfig) -> dict[str, Any]:
+    name = config.pdf_password_env
+    if name is None:
+        return {}
+    return {"pdf_password_env": name, "pdf_password_set": bool(os.environ.get(name))}
 
 
 def repeat_failure(item: WorkItem, error: PriorError, key: str) -> DocOutcome:
@@ -171,7 +183,7 @@ def process_document(
     """Decide the fate of one document; never raises for bad input.
 
     ``extract_text(uri, data)`` turns the bytes into text (default: ``extract`` in this
-    process, with the config's PDF engine); the pipeline passes a
+    process, with the config's ``extract_options``); the pipeline passes a
     ``chunkmill.isolation.Extractor``, which adds the time and memory budgets.
     ``chunk_in_child`` (the pipeline passes a ``ChunkInChild``) decodes and chunks a document
     over ``CHUNK_IN_CHILD_ABOVE`` under the same budgets; without it, everything runs here."""
@@ -193,8 +205,8 @@ def process_document(
             doc = extract(
                 item.uri,
                 data,
-                pdf_engine=config.pdf_engine,
                 max_pdf_pages=config.limits.max_pdf_pages,
+                **config.extract_options(),
             )
         else:
             doc = extract_text(item.uri, data)

@@ -12,7 +12,17 @@ def library_versions() -> str:
     errors/ row."""
     parts = []
     # Every library whose behaviour decides a document's text or its failure.
-    parsers = ("pypdf", "pypdfium2", "beautifulsoup4", "lxml", "python-docx", "charset-normalizer")
+    # The OCR engine among them: a PDF that failed with no_text before it was installed
+    # (``unknown``) is tried again once it is, as the attempt key holds these versions.
+    parsers = (
+        "pypdf",
+        "pypdfium2",
+        "beautifulsoup4",
+        "lxml",
+        "python-docx",
+        "charset-normalizer",
+        "rapidocr-onnxruntime",
+    )
     for dist in ("chunkmill", *parsers):
         try:
             parts.append(f"{dist} {metadata.version(dist)}")

@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,7 +295,7 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
     """Extraction engine, isolation budgets and failure limits (chunkmill/isolation.py)."""
-    from chunkmill.extract import PDF_ENGINES
+    from chunkmill.extract import OCR_MODES, PDF_ENGINES
     from chunkmill.isolation import Limits
 
     defaults = Limits()
@@ -305,6 +306,21 @@ def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
         help="PDF text engine: pypdf (default), pdfium (pypdfium2, faster), or auto (pdfium; "
         "pypdf when pdfium cannot read a file or its text mixes writing directions on a line); "
         "part of the chunking fingerprint",
+    )
+    run.add_argument(
+        "--ocr",
+        default="auto",
+        choices=OCR_MODES,
+        help="OCR of PDF pages: auto (default: pages without a text layer, when the ocr "
+        "extra is installed), never, or always (every page; needs chunkmill[ocr]); part of "
+        "the chunking fingerprint",
+    )
+    run.add_argument(
+        "--pdf-password-env",
+        type=_variable_name,
+        metavar="VAR",
+        help="environment variable (set where documents are extracted) holding the password "
+        "of encrypted PDFs; the password itself is never a flag, a log line or a record",
     )
     run.add_argument(
         "--doc-timeout-seconds",
@@ -419,6 +435,16 @@ def _number(value: str) -> float:
         return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+
+
+def _variable_name(value: str) -> str:
+    # A name, never a value: the password must not be typed where shells and process
+    # listings keep it. The message does not echo what was given (it may be the password).
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise argparse.ArgumentTypeError(
+            "must name an environment variable (letters, digits, _), not hold the password"
+        )
+    return value
 
 
 def _positive_float(value: str) -> float:
@@ -691,6 +717,8 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
             sentence_buffer=args.sentence_buffer,
             min_tokens=args.min_tokens,
             pdf_engine=args.pdf_engine,
+            ocr=args.ocr,
+            pdf_password_env=args.pdf_password_env,
             limits=Limits(
                 timeout_seconds=args.doc_timeout_seconds,
                 memory_mb=args.doc_memory_mb,

@@ -643,7 +643,7 @@ def measure_sample(settings: RunSettings) -> Measure:
         read = storage.ObjectReader(billing_project=settings.billing_project, within=within)
         count_tokens = Chunking(config).count_tokens
         out: list[tuple[int, int] | None] = []
-        extractor = Extractor(config.limits, pdf_engine=config.pdf_engine)
+        extractor = Extractor(config.limits, **config.extract_options())
         try:
             for doc in docs:
                 try:

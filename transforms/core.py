@@ -269,9 +269,7 @@ class _ProcessDocuments(_PerBundle):
         # On the worker: the parser libraries that would try the documents are these.
         self._attempt_key = document.attempt_key(self._config)
         # One long-lived parser child per DoFn instance (chunkmill/isolation.py).
-        self._extractor = isolation.Extractor(
-            self._config.limits, pdf_engine=self._config.pdf_engine
-        )
+        self._extractor = isolation.Extractor(self._config.limits, **self._config.extract_options())
         # Long documents are chunked in that child too, under the same budgets.
         self._chunk_in_child = document.ChunkInChild(self._extractor.call, self._config)
 

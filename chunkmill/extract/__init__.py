@@ -30,12 +30,13 @@ from chunkmill.extract.base import (
 )
 from chunkmill.extract.cleanup import DOCUMENT, VERBATIM, clean_up
 from chunkmill.extract.pdf import ENGINES as PDF_ENGINES
-from chunkmill.extract.pdf import extract_pdf
+from chunkmill.extract.pdf import OCR_MODES, extract_pdf
 from chunkmill.extract.text import ANY_BOM, decode, utf16_by_nuls
 
 __all__ = [
     "EXTRACTOR_VERSION",
     "FORMATS",
+    "OCR_MODES",
     "PDF_ENGINES",
     "REASONS",
     "Extracted",
@@ -57,11 +58,15 @@ __all__ = [
 #    characters dropped, form feeds as blank lines; ligatures, presentation forms, soft
 #    hyphens and space variants in HTML, DOCX and PDF; PDF line-end hyphenation joined;
 #    --pdf-engine auto reads pages mixing text directions with pypdf.
-EXTRACTOR_VERSION = "3"
+# 4: private-use code points dropped from typeset text (HTML, DOCX, PDF, SVG); pypdf's glued
+#    lines broken where pdfium sees a line end; SVG as the text of its elements; PDF pages
+#    without a text layer read by OCR (--ocr).
+EXTRACTOR_VERSION = "4"
 
 MARKDOWN, TEXT, CODE, PDF = "markdown", "text", "code", "pdf"
 RST, HTML, JSON, JSONL, CSV, DOCX = "rst", "html", "json", "jsonl", "csv", "docx"
-FORMATS: tuple[str, ...] = (MARKDOWN, TEXT, RST, CODE, PDF, HTML, JSON, JSONL, CSV, DOCX)
+SVG = "svg"
+FORMATS: tuple[str, ...] = (MARKDOWN, TEXT, RST, CODE, PDF, HTML, JSON, JSONL, CSV, DOCX, SVG)
 
 # The clean-up profile of each format (PDF pages are cleaned in ``pdf``). Typeset documents
 # get DOCUMENT: their ligatures and space variants are artefacts of layout. What a person
@@ -69,12 +74,12 @@ FORMATS: tuple[str, ...] = (MARKDOWN, TEXT, RST, CODE, PDF, HTML, JSON, JSONL, C
 # may be meant, so only noncharacters and controls go.
 _PROFILES: dict[str, str] = {
     **dict.fromkeys((MARKDOWN, TEXT, RST, CODE, JSON, JSONL, CSV), VERBATIM),
-    **dict.fromkeys((HTML, DOCX), DOCUMENT),
+    **dict.fromkeys((HTML, DOCX, SVG), DOCUMENT),
 }
 
 # Formats whose bytes go through a third-party parser (or a parser whose memory is a large
 # multiple of the input): run isolated, with a time and memory budget.
-_PARSED = frozenset({PDF, HTML, JSON, JSONL, CSV, DOCX})
+_PARSED = frozenset({PDF, HTML, JSON, JSONL, CSV, DOCX, SVG})
 # Formats recognised by extension alone, whatever the bytes (their extractor judges them).
 _CONTAINERS = frozenset({PDF, DOCX})
 
@@ -89,6 +94,7 @@ _EXTENSIONS: dict[str, str] = {
     **dict.fromkeys((".jsonl", ".ndjson"), JSONL),
     **dict.fromkeys((".csv", ".tsv"), CSV),
     ".docx": DOCX,
+    ".svg": SVG,
     **dict.fromkeys(
         (
             # General-purpose languages.
@@ -176,7 +182,13 @@ def uses_parser(path: str, data: bytes) -> bool:
 
 
 def extract(
-    path: str, data: bytes, *, pdf_engine: str = "pypdf", max_pdf_pages: int | None = None
+    path: str,
+    data: bytes,
+    *,
+    pdf_engine: str = "pypdf",
+    max_pdf_pages: int | None = None,
+    ocr: str = "never",
+    pdf_password: str | None = None,
 ) -> Extracted:
     """Turn one document into text; ``path`` only chooses the format (see ``detect_format``).
 
@@ -189,7 +201,10 @@ def extract(
     CSV: one paragraph of ``key: value`` lines per record, ``cleanup.VERBATIM``. PDFs: each
     page's text (``pdf_engine``: pypdf, pdfium or auto), ``cleanup.PDF``, trailing
     whitespace stripped, pages joined by ``"\\n\\n"``, ``page_starts`` recorded; more
-    than ``max_pdf_pages`` pages is ``too_large``.
+    than ``max_pdf_pages`` pages is ``too_large``; pages without text read by OCR as
+    ``ocr`` says (``pdf.OCR_MODES``); ``pdf_password`` opens an encrypted PDF. SVG: the text
+    of its ``<title>``, ``<desc>``, ``<text>`` (with its ``<tspan>``\\ s) elements, one
+    per line, ``cleanup.DOCUMENT``.
 
     Raises ``ExtractionError`` (and, for bad input, nothing else) with reason
 
@@ -198,7 +213,8 @@ def extract(
     * ``"undecodable"``: a text format whose bytes no decoder (nor the detector) accepts;
     * ``"corrupt"``: a PDF without a ``%PDF`` header in its first 1024 bytes, or a PDF,
       DOCX, JSON or CSV file its parser cannot read;
-    * ``"encrypted"``: a PDF that does not open with the empty password;
+    * ``"encrypted"``: a PDF that opens neither with the empty password nor with
+      ``pdf_password``;
     * ``"no_text"``: a PDF whose pages hold no text (scans, images, blank pages);
     * ``"too_large"``: a PDF over ``max_pdf_pages`` pages.
 
@@ -208,7 +224,9 @@ def extract(
         raise ExtractionError("empty", "the document has 0 bytes")
     fmt, text = _detect(path, data)
     if fmt == PDF:
-        return extract_pdf(data, engine=pdf_engine, max_pages=max_pdf_pages)
+        return extract_pdf(
+            data, engine=pdf_engine, max_pages=max_pdf_pages, ocr=ocr, password=pdf_password
+        )
     if fmt == DOCX:
         from chunkmill.extract.markup import docx_to_text
 
@@ -220,6 +238,10 @@ def extract(
         from chunkmill.extract.markup import html_to_text
 
         return _finish(html_to_text(text), HTML, lossy)
+    if fmt == SVG:
+        from chunkmill.extract.markup import svg_to_text
+
+        return _finish(svg_to_text(data), SVG, lossy)
     if fmt in (JSON, JSONL, CSV):
         from chunkmill.extract import structured
 

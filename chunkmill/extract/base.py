@@ -71,7 +71,8 @@ class Extracted:
     replaced; the clean-up of every format (``cleanup``) is part of extraction and does not
     make a text lossy. ``outline``: for a PDF with bookmarks, ``(offset, path)`` pairs sorted
     by offset, where ``path`` is the heading path (outermost first) from ``offset`` on;
-    ``None`` when the document has none.
+    ``None`` when the document has none. ``extracted_by``: for a PDF, what read each page,
+    ``"text"`` (its text layer) or ``"ocr"``; ``None`` for every other format.
     """
 
     text: str
@@ -80,6 +81,8 @@ class Extracted:
     lossy: bool = False
     # PDFs with an outline (bookmarks): (offset in text, heading path) in offset order.
     outline: tuple[tuple[int, tuple[str, ...]], ...] | None = None
+    # PDFs: what read each page's text, "text" (its text layer) or "ocr"; None otherwise.
+    extracted_by: tuple[str, ...] | None = None
 
     def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
         """1-based ``(first_page, last_page)`` covering ``text[start:end]``; ``None`` for a
@@ -99,6 +102,16 @@ class Extracted:
         first = bisect_right(self.page_starts, start)
         last = bisect_right(self.page_starts, max(start, end - 1))
         return (first, last)
+
+    def extracted_by_of(self, start: int, end: int) -> str | None:
+        """What read the pages of ``text[start:end]``: ``"text"``, ``"ocr"``, or
+        ``"text+ocr"`` for a span over pages of both; ``None`` for a document without
+        pages."""
+        pages = self.pages_of(start, end)
+        if pages is None or self.extracted_by is None:
+            return None
+        found = set(self.extracted_by[pages[0] - 1 : pages[1]])
+        return "+".join(sorted(found, reverse=True))
 
     def section_at(self, offset: int) -> tuple[str, ...] | None:
         """The outline's heading path at ``offset``: ``()`` before the first bookmark,

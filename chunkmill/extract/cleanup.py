@@ -18,7 +18,10 @@ does:
     (NBSP, thin space, en space, ...; not the ideographic space U+3000, which CJK layout
     uses as a full-width character) become an ordinary space, so the same words hash the
     same whether a producer used NBSP or not, and the text is put in NFC (a canonical
-    equivalence: accents composed whichever way the producer stored them).
+    equivalence: accents composed whichever way the producer stored them). Private-use code
+    points (U+E000..U+F8FF, planes 15 and 16) are dropped: in a typeset document they are
+    glyphs of icon or symbol fonts that no other reader shares (a PDF's unmapped glyphs,
+    an icon font's arrows), never text a search would match.
 
 ``PDF`` (one page of a PDF): ``DOCUMENT``, plus words hyphenated at a line end joined
     again (``_LINE_END_HYPHEN``), and U+FFFE read as pdfium means it: pdfium reports a
@@ -98,6 +101,8 @@ _DOCUMENT_TABLE: dict[str, str] = {
     chr(code): mapped for code, mapped in {**_COMPATIBILITY, **_SPACES, 0xAD: ""}.items()
 }
 _DOCUMENT_CHARACTERS = re.compile("[" + "".join(map(re.escape, sorted(_DOCUMENT_TABLE))) + "]")
+# Private-use code points: the BMP's area and the supplementary planes 15 and 16.
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 # A word hyphenated at a line end: a letter, a hyphen (U+002D or U+2010), the line break
 # (spaces around it allowed), then a lowercase letter (checked in _join_hyphenated):
@@ -137,6 +142,7 @@ def clean_up(text: str, *, profile: str) -> str:
         # A regular expression, not str.translate: translate calls the table for every
         # character of a non-ASCII text, the expression only for the characters it changes.
         text = _DOCUMENT_CHARACTERS.sub(lambda m: _DOCUMENT_TABLE[m.group()], text)
+        text = _PRIVATE_USE.sub("", text)
         # After the mapping (a presentation form can become a letter and a combining mark)
         # and before de-hyphenation, whose rule looks at letters: "e\u0301-" ends in a mark,
         # "\u00e9-" in a letter, and both must be judged alike.

@@ -119,3 +119,52 @@ def _heading_level(style: str) -> int:
         return 1
     match = re.fullmatch(r"Heading ([1-6])", style)
     return int(match.group(1)) if match else 0
+
+
+# SVG elements whose text a reader sees (or a screen reader reads): <text> (with its
+# <tspan>s), <title> and <desc>.
+_SVG_TEXT = frozenset({"text", "title", "desc"})
+# A <tspan> placed on its own (x, y, dx or dy) starts a new run: a space keeps it apart
+# from the run before it, which its position, not a character, separated.
+_SVG_POSITION = ("x", "y", "dx", "dy")
+
+
+def svg_to_text(data: bytes) -> str:
+    """The text of an SVG image: each ``<title>``, ``<desc>`` and ``<text>`` element (with
+    its ``<tspan>`` runs) on a line of its own, in document order, whitespace collapsed. The
+    XML is parsed without resolving entities, loading a DTD or touching the network, so a
+    hostile file can neither expand entities nor read files or URLs. Raises
+    ``ExtractionError("corrupt")`` for bytes that are not XML."""
+    from lxml import etree
+
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, recover=False
+    )
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as e:
+        raise ExtractionError("corrupt", f"SVG: {e}") from None
+    lines = []
+    for element in root.iter(etree.Element):
+        if etree.QName(element).localname not in _SVG_TEXT:
+            continue
+        if any(etree.QName(a).localname in _SVG_TEXT for a in element.iterancestors()):
+            continue  # its text is part of the enclosing element's
+        text = _SPACES.sub(" ", _svg_runs(element)).strip()
+        if text:
+            lines.append(text)
+    return "\n".join(lines)
+
+
+def _svg_runs(element) -> str:
+    from lxml import etree
+
+    parts = [element.text or ""]
+    for child in element:
+        if isinstance(child.tag, str):  # not a comment or processing instruction
+            positioned = any(child.get(name) is not None for name in _SVG_POSITION)
+            parts.append((" " if positioned else "") + _svg_runs(child))
+        elif isinstance(child, etree._Entity):
+            parts.append(" ")  # an unresolved entity: never expanded
+        parts.append(child.tail or "")
+    return "".join(parts)

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 
 PYPDF, PDFIUM, AUTO = "pypdf", "pdfium", "auto"
 ENGINES = (PYPDF, PDFIUM, AUTO)
+# --ocr: pages without a text layer read by OCR when an engine is installed (auto), never,
+# or every page whatever its text layer holds (always).
+OCR_NEVER, OCR_AUTO, OCR_ALWAYS = "never", "auto", "always"
+OCR_MODES = (OCR_AUTO, OCR_NEVER, OCR_ALWAYS)
+# What read a page's text (``Extracted.extracted_by``): its text layer, or OCR.
+BY_TEXT_LAYER, BY_OCR = "text", "ocr"
 
 # pypdf in non-strict mode repairs what it can and logs a WARNING for every repair ("EOF
 # marker not found", "incorrect startxref pointer", ...), several per malformed file. Across
@@ -36,7 +42,14 @@ _PDF_HEADER_WINDOW = 1024
 _FPDF_ERR_PASSWORD = 4
 
 
-def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = None) -> Extracted:
+def extract_pdf(
+    data: bytes,
+    *,
+    engine: str = PYPDF,
+    max_pages: int | None = None,
+    ocr: str = OCR_NEVER,
+    password: str | None = None,
+) -> Extracted:
     """Each page's text cleaned up (``cleanup.PDF``: ligatures and presentation forms,
     control characters, line-end hyphenation, ...) and trailing whitespace stripped, pages
     joined by ``"\\n\\n"``, ``page_starts`` recorded. A page is cleaned on its own, so a
@@ -50,31 +63,51 @@ def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = Non
     the engine cannot parse it), ``encrypted`` (does not open with the empty password),
     ``too_large`` (more than ``max_pages`` pages) or ``no_text`` (no page holds text:
     scans, images, blank pages).
+
+    ``ocr`` (``OCR_MODES``): ``auto`` reads each page whose text layer holds no text with
+    the OCR engine (``chunkmill.extract.ocr``) when one is installed, ``always`` reads every
+    page so (``ExtractionError("unsupported")`` when none is installed), ``never`` reads no
+    page so. ``extracted_by`` records, page by page, which did. ``password`` opens an
+    encrypted PDF (a wrong one is ``encrypted``, and no message names it).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown PDF engine {engine!r}")
+    if ocr not in OCR_MODES:
+        raise ValueError(f"unknown OCR mode {ocr!r}")
     if data.find(_PDF_HEADER, 0, _PDF_HEADER_WINDOW + len(_PDF_HEADER)) == -1:
         raise ExtractionError(
             "corrupt", f"not a PDF: no %PDF header in the first {_PDF_HEADER_WINDOW} bytes"
         )
     if engine == PYPDF:
-        pages, bookmarks = _pypdf_pages(data, max_pages)
+        pages, bookmarks = _pypdf_pages(data, max_pages, password)
+        pages = _with_pdfium_line_breaks(data, pages, password)
     elif engine == PDFIUM:
-        pages, bookmarks = _pdfium_pages(data, max_pages)
+        pages, bookmarks = _pdfium_pages(data, max_pages, password)
     else:
         try:
-            pages, bookmarks = _pdfium_pages(data, max_pages)
+            pages, bookmarks = _pdfium_pages(data, max_pages, password)
         except ExtractionError as e:
             if e.reason != "corrupt":
                 raise
-            pages, bookmarks = _pypdf_pages(data, max_pages)
+            pages, bookmarks = _pypdf_pages(data, max_pages, password)
         else:
             if _mixes_directions(pages):
                 # pdfium's text, whatever its word order, beats none.
                 with contextlib.suppress(ExtractionError):
-                    pages, bookmarks = _pypdf_pages(data, max_pages)
+                    pypdf_pages, bookmarks = _pypdf_pages(data, max_pages, password)
+                    pages = _with_pdfium_line_breaks(data, pypdf_pages, password, pages)
     cleaned = [clean_text(page) for page in pages]
     texts = [cleanup.clean_up(text, profile=cleanup.PDF).rstrip() for text, _ in cleaned]
+    extracted_by = [BY_TEXT_LAYER] * len(texts)
+    wanted = _pages_to_read(texts, ocr)
+    if wanted:
+        from chunkmill.extract import ocr as ocr_engine
+
+        for index, text in zip(wanted, ocr_engine.read_pages(data, wanted, password), strict=True):
+            text = cleanup.clean_up(clean_text(text)[0], profile=cleanup.PDF).rstrip()
+            if text or ocr == OCR_ALWAYS:
+                texts[index] = text
+                extracted_by[index] = BY_OCR
     if not any(texts):
         raise ExtractionError(
             "no_text", f"no extractable text on any of {len(texts)} page(s) (scanned or blank?)"
@@ -90,7 +123,73 @@ def extract_pdf(data: bytes, *, engine: str = PYPDF, max_pages: int | None = Non
         page_starts=tuple(starts),
         lossy=any(changed for _, changed in cleaned),
         outline=_outline(bookmarks, texts, starts),
+        extracted_by=tuple(extracted_by),
     )
+
+
+def _pages_to_read(texts: list[str], ocr: str) -> list[int]:
+    """The 0-based pages OCR reads: none (``never``, or ``auto`` without an OCR engine),
+    those without text (``auto``), all (``always``, which needs an engine)."""
+    if ocr == OCR_NEVER or not texts:
+        return []
+    from chunkmill.extract import ocr as ocr_engine
+
+    if not ocr_engine.available():
+        if ocr == OCR_ALWAYS:
+            raise ExtractionError("unsupported", ocr_engine.MISSING)
+        return []
+    if ocr == OCR_ALWAYS:
+        return list(range(len(texts)))
+    return [index for index, text in enumerate(texts) if not text]
+
+
+def _with_pdfium_line_breaks(
+    data: bytes, pages: list[str], password: str | None, lines: list[str] | None = None
+) -> list[str]:
+    """pypdf's ``pages`` with a line break put back wherever pypdf glued two lines together.
+
+    pypdf starts a new line only when the text moves down by 80% of the font size or more,
+    so tightly set lines come out glued ("Line 1Line 2"); pdfium breaks lines by the
+    positions of the glyphs. For each pair of pdfium lines whose last and first words stand
+    glued in pypdf's text, a newline goes between them (see ``_restore_breaks``). ``lines``:
+    pdfium's text of the pages, when read already. A file pdfium cannot read keeps pypdf's
+    text as it is."""
+    if lines is None:
+        try:
+            lines, _ = _pdfium_pages(data, None, password)
+        except ExtractionError:
+            return pages
+    if len(lines) != len(pages):
+        return pages
+    return [_restore_breaks(page, reference) for page, reference in zip(pages, lines, strict=True)]
+
+
+def _restore_breaks(text: str, reference: str) -> str:
+    """``text`` with ``"\n"`` inserted where the last word of a line of ``reference`` is
+    directly followed (no whitespace) by the first word of the next line. Lines are matched
+    in order from a cursor, and a word only where it starts a word of ``text``, so nothing
+    is inserted where the two texts disagree."""
+    words = [line.split() for line in reference.splitlines()]
+    words = [line for line in words if line]
+    if len(words) < 2:
+        return text
+    out: list[str] = []
+    cursor = done = 0
+    for line, following in zip(words, words[1:], strict=False):
+        tail, head = line[-1], following[0]
+        found = text.find(tail, cursor)
+        while found > 0 and not text[found - 1].isspace():
+            found = text.find(tail, found + 1)
+        if found == -1:
+            continue
+        end = found + len(tail)
+        cursor = end
+        if text.startswith(head, end):
+            out.append(text[done:end])
+            out.append("\n")
+            done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 # (0-based page index or None, nesting level from 0, title), in outline order.
@@ -161,7 +260,9 @@ def _check_pages(count: int, max_pages: int | None) -> None:
         )
 
 
-def _pypdf_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
+def _pypdf_pages(
+    data: bytes, max_pages: int | None, password: str | None = None
+) -> tuple[list[str], Bookmarks]:
     # Imported here, like pypdfium2: a process that never opens a PDF (the Beam worker, whose
     # PDFs go to the parser child) does not pay for it at start-up.
     import pypdf
@@ -169,8 +270,13 @@ def _pypdf_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmar
 
     try:
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:
-            raise ExtractionError("encrypted", "PDF is encrypted and needs a password to open")
+        not_decrypted = pypdf.PasswordType.NOT_DECRYPTED
+        if (
+            reader.is_encrypted
+            and reader.decrypt("") == not_decrypted
+            and (password is None or reader.decrypt(password) == not_decrypted)
+        ):
+            raise ExtractionError("encrypted", _needs_password(password))
         _check_pages(len(reader.pages), max_pages)
         pages = [page.extract_text() or "" for page in reader.pages]
         return pages, _pypdf_bookmarks(reader)
@@ -226,17 +332,36 @@ def _pdfium_bookmarks(pdf: Any) -> Bookmarks:
     return out
 
 
-def _pdfium_pages(data: bytes, max_pages: int | None) -> tuple[list[str], Bookmarks]:
+def open_pdfium(data: bytes, password: str | None = None) -> Any:
+    """The ``pypdfium2.PdfDocument`` of ``data`` (opened with the empty password, then with
+    ``password``); ``ExtractionError`` ``encrypted`` or ``corrupt``. The caller closes it."""
     import pypdfium2 as pdfium
 
     try:
-        pdf = pdfium.PdfDocument(data)
+        return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
-        if getattr(e, "err_code", None) == _FPDF_ERR_PASSWORD:
-            raise ExtractionError(
-                "encrypted", "PDF is encrypted and needs a password to open"
-            ) from None
-        raise ExtractionError("corrupt", _message("pdfium", e)) from e
+        if getattr(e, "err_code", None) != _FPDF_ERR_PASSWORD:
+            raise ExtractionError("corrupt", _message("pdfium", e)) from e
+    if password is not None:
+        try:
+            return pdfium.PdfDocument(data, password=password)
+        except pdfium.PdfiumError as e:
+            if getattr(e, "err_code", None) != _FPDF_ERR_PASSWORD:
+                raise ExtractionError("corrupt", _message("pdfium", e)) from None
+    raise ExtractionError("encrypted", _needs_password(password))
+
+
+def _needs_password(password: str | None) -> str:
+    # Never the password itself: the message goes to errors/ and logs.
+    if password is None:
+        return "PDF is encrypted and needs a password to open (see --pdf-password-env)"
+    return "PDF is encrypted and the password given by --pdf-password-env does not open it"
+
+
+def _pdfium_pages(
+    data: bytes, max_pages: int | None, password: str | None = None
+) -> tuple[list[str], Bookmarks]:
+    pdf = open_pdfium(data, password)
     try:
         _check_pages(len(pdf), max_pages)
         pages = []

@@ -241,7 +241,7 @@ def test_pdfium_encryption(pdf_bytes: bytes, engine: str) -> None:
 def test_auto_falls_back_to_pypdf_when_pdfium_fails(
     pdf_bytes: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def pdfium_fails(data: bytes, max_pages: int | None) -> list[str]:
+    def pdfium_fails(data: bytes, max_pages: int | None, password: str | None) -> list[str]:
         raise ExtractionError("corrupt", "pdfium: PdfiumError: Failed to load page")
 
     monkeypatch.setattr(pdf, "_pdfium_pages", pdfium_fails)
