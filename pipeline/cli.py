@@ -32,13 +32,16 @@ def run(argv: Sequence[str]) -> int:
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
 
-    from chunkmill.pipeline import graph, launch, progress, report
+    from chunkmill.pipeline import graph, interrupts, launch, progress, report
     from chunkmill.transforms import runstate, tables
 
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
     settings = launch.claim(settings)  # before anything is built: no two runs share a folder
+    interrupts.on_interrupt(
+        lambda signal: runstate.mark_interrupted(settings.output, settings.run_id, signal)
+    )
     started = time.monotonic()
     shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
@@ -208,7 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
                 f"(commands: {', '.join(COMMANDS)})"
             )
-        return command(argv[1:])
+        from chunkmill.pipeline import interrupts
+
+        with interrupts.handled(argv[0]):
+            return command(argv[1:])
     except UsageError as e:
         print(f"chunkmill: error: {e}", file=sys.stderr)
         return 2

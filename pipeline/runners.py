@@ -15,6 +15,7 @@ for by name.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,34 @@ class InProcessRunner(PipelineRunner):
         provision = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         )
-        return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
+        runner = _fn_api_runner()(provision_info=provision)
+        return runner.run_pipeline(pipeline, options)
+
+
+# Beam's command for the SDK workers of --direct_running_mode=multi_processing, and
+# chunkmill's, which starts the same worker with SIGINT ignored (pipeline/sdk_worker.py).
+BEAM_SDK_WORKER = f"{sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
+SDK_WORKER = f"{sys.executable} -m chunkmill.pipeline.sdk_worker"
+
+
+def _fn_api_runner() -> Any:
+    """The class, made when a local run starts (Beam's runner module is imported then)."""
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    class FnApiRunner(fn_runner.FnApiRunner):  # type: ignore[misc]
+        """Beam's FnApiRunner whose multi-process SDK workers ignore SIGINT."""
+
+        def run_via_runner_api(self, pipeline_proto: Any, options: PipelineOptions) -> Any:
+            for environment in pipeline_proto.components.environments.values():
+                if (
+                    environment.urn == python_urns.SUBPROCESS_SDK
+                    and environment.payload == BEAM_SDK_WORKER.encode()
+                ):
+                    environment.payload = SDK_WORKER.encode()
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return FnApiRunner
 
 
 IN_PROCESS_RUNNER = f"{InProcessRunner.__module__}.{InProcessRunner.__qualname__}"

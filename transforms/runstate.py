@@ -32,6 +32,12 @@ SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
 RUNS = "runs"
 CLAIM = "_CLAIM"
+# Markers of a run that ended unpublished on purpose: refused (a guard such as
+# --max-removed-ratio stopped it) or interrupted (SIGINT, SIGTERM). ``runs list`` shows them,
+# ``runs gc`` deletes such runs without waiting for --grace-hours.
+REFUSED = "_REFUSED"
+INTERRUPTED = "_INTERRUPTED"
+ENDED_MARKERS = (REFUSED, INTERRUPTED)
 
 # Run ids name a folder under OUTPUT/runs/: no separators, nothing that escapes the prefix.
 # Matched whole (fullmatch): "$" would also accept a trailing newline.
@@ -347,3 +353,50 @@ def _has_files(folder: str) -> bool:
         return bool(FileSystems.match([folder + "/**"], limits=[1])[0].metadata_list)
     except Exception:
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# How an unpublished run ended
+
+
+def mark_ended(output: str, run_id: str, marker: str, why: str) -> None:
+    """Writes ``marker`` (``REFUSED`` or ``INTERRUPTED``) into the run's folder: a small JSON
+    object saying why, when, and which process (host and pid) wrote it."""
+    import datetime as dt
+    import socket
+
+    record = {
+        "run_id": run_id,
+        "why": why,
+        "at": dt.datetime.now(dt.timezone.utc).strftime(STARTED_AT_FORMAT),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    path = FileSystems.join(run_dir(output, run_id), marker)
+    data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+
+
+def mark_interrupted(output: str, run_id: str, signal_name: str = "a signal") -> str:
+    """Marks an interrupted run (unless it already published its ``_SUCCESS``); returns
+    what to tell the user, in a few words."""
+    if FileSystems.exists(FileSystems.join(run_dir(output, run_id), SUCCESS)):
+        return f"run {run_id} had finished; LATEST names {describe_latest(output)}"
+    mark_ended(output, run_id, INTERRUPTED, f"interrupted by {signal_name}")
+    return (
+        f"run {run_id} published nothing (marked interrupted); "
+        f"LATEST names {describe_latest(output)}"
+    )
+
+
+def ended_marker(output: str, run_id: str, names: frozenset[str] | None = None) -> str | None:
+    """``REFUSED`` or ``INTERRUPTED`` when the run's folder holds that marker (``names``: the
+    file names the caller already listed there), else None."""
+    for marker in ENDED_MARKERS:
+        if names is not None:
+            if marker in names:
+                return marker
+        elif FileSystems.exists(FileSystems.join(run_dir(output, run_id), marker)):
+            return marker
+    return None
