@@ -274,9 +274,15 @@ class Claim:
     prior_run_id: str | None
     prior_manifest: str | None
     after: str | None = None
+    # The process that runs it, for a run that runs inside the launching process (a local
+    # runner): ``runs gc`` never deletes a run whose process is alive on its host.
+    host: str | None = None
+    pid: int | None = None
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode("utf-8")
+        # host and pid only where known: a remote run's claim is as older releases wrote it.
+        fields = {k: v for k, v in asdict(self).items() if v is not None or k not in _PROCESS}
+        return (json.dumps(fields, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
     def prior_run_under(self, output: str) -> str | None:
         """The run under ``output`` this claim diffs against: its prior run id, else the run
@@ -288,6 +294,9 @@ class Claim:
             candidate = self.prior_manifest[len(root) :].split("/", 1)[0]
             return candidate if is_run_id(candidate) else None
         return None
+
+
+_PROCESS = ("host", "pid")
 
 
 class RunTaken(Exception):
@@ -309,9 +318,40 @@ def read_claim(output: str, run_id: str) -> Claim | None:
             prior_run_id=raw.get("prior_run_id"),
             prior_manifest=raw.get("prior_manifest"),
             after=raw.get("after"),
+            host=raw.get("host"),
+            pid=raw.get("pid") if type(raw.get("pid")) is int else None,
         )
     except Exception:
         return None
+
+
+def process_alive(host: str | None, pid: int | None) -> bool:
+    """Whether process ``pid`` of ``host`` is alive and a chunkmill process, as far as this
+    machine can tell: False for another host or no pid (nothing known)."""
+    import socket
+
+    if host is None or pid is None or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"chunkmill" in f.read()
+    except OSError:
+        return True
+
+
+def read_marker(output: str, run_id: str, marker: str) -> dict[str, Any]:
+    """The JSON object of a run's ``REFUSED`` / ``INTERRUPTED`` marker ({} if unreadable)."""
+    try:
+        raw = json.loads(read_bytes(FileSystems.join(run_dir(output, run_id), marker), 64 * 1024))
+    except Exception:
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def candidate_ids(run_id: str, *, exact: bool) -> list[str]:
