@@ -155,12 +155,24 @@ def check(beam_args: Sequence[str]) -> None:
         missing = extras.missing_extra("gs://")
         if missing is not None:
             raise UsageError(f"argument --runner: DataflowRunner {missing.split(' ', 1)[1]}")
+    if name == "PortableRunner" and not _job_endpoint(beam_args):
+        raise UsageError(
+            "argument --runner: PortableRunner needs --job_endpoint, a job service's "
+            "host:port; --job_endpoint=embed --environment_type=LOOPBACK runs one in this "
+            "process"
+        )
     if name in SUPPORTED:
         return
     why = REFUSED.get(name, "chunkmill is not tested on it")
     raise UsageError(
         f"argument --runner: {name} is not supported ({why}); use {', '.join(SUPPORTED)}"
     )
+
+
+def _job_endpoint(beam_args: Sequence[str]) -> str | None:
+    """The value of ``--job_endpoint`` among Beam's flags, if any."""
+    endpoint = beam_parser().parse_known_args(list(beam_args))[0].job_endpoint
+    return endpoint if isinstance(endpoint, str) and endpoint else None
 
 
 def local_engine(beam_args: Sequence[str]) -> list[str]:

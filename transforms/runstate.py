@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import stat
 import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -101,8 +102,42 @@ def run_dir(output: str, run_id: str) -> str:
     return FileSystems.join(output, RUNS, run_id)
 
 
+class NotAFile(OSError):
+    """A local state file (``LATEST``, ``_SUCCESS``, ``_CLAIM``) that is not a regular file:
+    a folder, a FIFO (opening it would wait for a writer forever), a device, a socket.
+    ``kind`` says which ("a folder", "a FIFO", ...)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a file")
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a message."""
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def read_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``."""
+    """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``. A
+    local path is examined first (``os.stat``) and never opened unless it is a regular file:
+    ``NotAFile`` otherwise."""
+    if storage.scheme(path) in ("", "file"):
+        local = path.removeprefix("file://")
+        try:
+            mode = os.stat(local).st_mode
+        except FileNotFoundError:
+            mode = None  # FileSystems.open says so, as for any store
+        if mode is not None and not stat.S_ISREG(mode):
+            raise NotAFile(path, file_kind(mode))
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         data: bytes = f.read() if limit is None else f.read(limit)
         return data
@@ -161,8 +196,13 @@ def _file_entry(entry: Any, table: str) -> dict[str, Any]:
 
 
 def read_success(path: str) -> dict[str, Any]:
-    """``parse_success`` of the file at ``path`` (I/O errors propagate)."""
-    return parse_success(read_bytes(path))
+    """``parse_success`` of the file at ``path`` (I/O errors propagate; a local one that is
+    not a regular file is a ``CorruptSuccess``)."""
+    try:
+        data = read_bytes(path)
+    except NotAFile as e:
+        raise CorruptSuccess(f"it is {e.kind}, not a file") from None
+    return parse_success(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +252,8 @@ def read_latest(output: str, *, alternative: str | None = None) -> str | None:
             )
         elif _is_folder(path):
             problem = "a folder"
+    except NotAFile as e:
+        problem = e.kind
     except IsADirectoryError:
         problem = "a folder"
     except Exception as e:  # permission, network: say so in one line, still how to mend
