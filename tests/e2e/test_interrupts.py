@@ -181,3 +181,28 @@ def test_every_command_answers_ctrl_c_in_one_line(command, finished, tmp_path):
     code, after, _ = interrupt(argv, signal.SIGINT, group=True, working=pyarrow_loaded)
     assert code == 130
     assert after == [f"chunkmill: {command} interrupted (SIGINT)"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_embed_says_so_in_one_line_and_keeps_what_it_committed(sig, tmp_path):
+    from chunkmill import embedding
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(40):
+        (notes / f"note{i}.md").write_text(f"# Note {i}\n\nA short note, number {i}, on {i}s.\n")
+    out = tmp_path / "out"
+    assert main(["run", "--input", str(notes / "**"), "--output", str(out), "--run-id", "r1"]) == 0
+    store = out / "embeddings" / embedding.describe().key
+
+    code, after, _ = interrupt(
+        ["embed", "--output", str(out), "--texts-per-file", "1"],
+        sig,
+        group=sig == signal.SIGINT,
+        working=lambda pid: bool(list(store.glob("part-*.parquet"))),
+    )
+    assert code == EXIT[sig]
+    assert after == [f"chunkmill: embed interrupted ({sig.name})"]
+    committed = list(store.glob("part-*.parquet"))
+    assert 1 <= len(committed) < 40  # what it committed is kept, as after a kill
