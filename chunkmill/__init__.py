@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from chunkmill import quiet
 from chunkmill.versions import chunkmill_version
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from chunkmill.transforms.core import ChunkCorpus
 
 __version__ = chunkmill_version()
+quiet.install()
 
 # The public names and the modules that hold them.
 _API = {

@@ -18,9 +18,11 @@ CHANGED = "changed"  # to read (a touched but identical file is then found uncha
 
 # Failures that say nothing about the document's bytes (the store or the network failed, the
 # object moved under the read, or a symlink's target or the file's type changed, which its
-# listed version need not show): always tried again.
+# listed version need not show, or the parser child was killed from outside): always tried
+# again.
 TRANSIENT_REASONS = frozenset(
     {
+        "killed",
         "read_failed",
         "vanished",
         "changed",

@@ -53,7 +53,10 @@ _HEADER = struct.Struct(">Q")
 # PYTHONPATH is not passed: the parent's sys.path goes on the command line instead.
 _CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH")
 
+# SIGINT ignored: Ctrl-C in a terminal reaches the whole process group, and the parent, which
+# stops its children itself (chunkmill.pipeline.interrupts), answers it in one line.
 _BOOT = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
     "from chunkmill.isolation import _serve; _serve()"
 )
@@ -89,8 +92,9 @@ class IsolatedExtractor:
 
     ``__call__`` returns the target's ``Extracted`` or raises ``ExtractionError``: the
     target's own, or ``timeout`` (the child was killed after ``timeout_seconds``), ``memory``
-    (the target hit the memory budget, or the child was SIGKILLed, which is what the kernel's
-    OOM killer sends) or ``corrupt`` (the child crashed, e.g. a segfault in a C parser). The
+    (the target hit the memory budget), ``killed`` (``ParserKilled``: a signal from outside,
+    such as the OOM killer's SIGKILL; tried again next run) or ``corrupt`` (the child
+    crashed, e.g. a segfault in a C parser). The
     next call starts a fresh child. ``RuntimeError`` only if a child cannot start at all.
     ``target`` must be a module-level function (it is pickled by reference).
 
@@ -255,8 +259,33 @@ class Extractor:
 
 
 class ParserCrashed(ExtractionError):
-    """The child died under a document (a signal or an unexpected exit): ``corrupt``, or
-    ``memory`` for SIGKILL. A subclass, so a caller can retry with another parser."""
+    """The child died under a document (a signal or an unexpected exit): ``corrupt``. A
+    subclass, so a caller can retry with another parser."""
+
+
+# The errors/ reason of a document whose parser child was killed from outside.
+KILLED = "killed"
+# Signals a process raises on itself when its own code fails (a C parser's bad pointer, an
+# abort): the document made the parser crash. Any other signal (SIGKILL from the kernel's
+# OOM killer or an operator, SIGTERM, SIGINT) came from outside and says nothing about it.
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGSYS}
+)
+
+
+class ParserKilled(ParserCrashed):
+    """The child was killed by a signal it did not raise itself (``CRASH_SIGNALS``): reason
+    ``killed``, a transient failure (``chunkmill.carryover.TRANSIENT_REASONS``) tried again
+    next run. The memory budget is not this: a document over it is ``memory``, said by the
+    child itself (``_memory_reply``)."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.reason = KILLED
+        self.message = message
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
 
 
 def _death(code: int | None) -> ExtractionError:
@@ -266,9 +295,10 @@ def _death(code: int | None) -> ExtractionError:
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        if sig == signal.SIGKILL:
-            return ParserCrashed(
-                "memory", "the parser process was killed (SIGKILL, usually the OOM killer)"
+        if sig not in CRASH_SIGNALS:
+            return ParserKilled(
+                f"the parser process was killed from outside ({name}: the OOM killer, an "
+                "operator, a shutdown); tried again next run"
             )
         return ParserCrashed("corrupt", f"the parser process crashed ({name})")
     return ParserCrashed("corrupt", f"the parser process exited unexpectedly (status {code})")

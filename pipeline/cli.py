@@ -32,13 +32,17 @@ def run(argv: Sequence[str]) -> int:
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
 
-    from chunkmill.pipeline import graph, launch, progress, report
+    from chunkmill.pipeline import graph, interrupts, launch, progress, report
     from chunkmill.transforms import runstate, tables
 
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
-    settings = launch.claim(settings)  # before anything is built: no two runs share a folder
+    # Before anything is built: no two runs share a folder.
+    settings = launch.claim(settings, in_this_process=True)
+    interrupts.on_interrupt(
+        lambda signal: runstate.mark_interrupted(settings.output, settings.run_id, signal)
+    )
     started = time.monotonic()
     shown = progress.start(settings)  # live progress of a local run (pipeline/progress.py)
     try:
@@ -50,7 +54,12 @@ def run(argv: Sequence[str]) -> int:
         if refused is not None:
             # Stopped on purpose (--max-error-ratio, --max-removed-ratio, a corrupt prior):
             # one line saying what to change, no traceback; exit 2 like any other refusal
-            # to go on as asked, so a schedule can tell it from a crash (1).
+            # to go on as asked, so a schedule can tell it from a crash (1). Its folder says
+            # so (runs list shows it refused, runs gc deletes it without a grace period).
+            try:
+                runstate.mark_ended(settings.output, settings.run_id, runstate.REFUSED, refused)
+            except Exception as marking:
+                logging.debug("cannot mark run %s refused: %s", settings.run_id, marking)
             print(f"chunkmill: run {settings.run_id} failed: {refused}", file=sys.stderr)
             return 2
         # Not a bad document (those are errors/ rows): the run itself broke. Nothing was
@@ -208,7 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
                 f"(commands: {', '.join(COMMANDS)})"
             )
-        return command(argv[1:])
+        from chunkmill.pipeline import interrupts
+
+        with interrupts.handled(argv[0]):
+            return command(argv[1:])
     except UsageError as e:
         print(f"chunkmill: error: {e}", file=sys.stderr)
         return 2

@@ -414,9 +414,10 @@ def _add_runs_parser(sub: Any) -> None:
         help="finished runs to keep besides LATEST (the N newest)",
     )  # fmt: skip
     gc.add_argument(
-        "--grace-hours", type=_positive_float, metavar="H",
-        help="also delete unfinished runs whose newest file is older than H hours "
-        "(default: never delete an unfinished run)",
+        "--grace-hours", type=_non_negative_float, metavar="H",
+        help="also delete unfinished runs whose newest file is older than H hours, 0 "
+        "included (default: never delete an unfinished run; refused and interrupted runs "
+        "are deleted anyway, a run whose process is alive on this host never)",
     )  # fmt: skip
     gc.add_argument("--dry-run", action="store_true", help="print what would be deleted")
 
@@ -451,6 +452,13 @@ def _positive_float(value: str) -> float:
     x = _number(value)
     if not (x > 0 and math.isfinite(x)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
+    return x
+
+
+def _non_negative_float(value: str) -> float:
+    x = _number(value)
+    if not (x >= 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a number, 0 or more, got {value!r}")
     return x
 
 

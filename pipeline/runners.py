@@ -15,6 +15,7 @@ for by name.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,34 @@ class InProcessRunner(PipelineRunner):
         provision = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         )
-        return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
+        runner = _fn_api_runner()(provision_info=provision)
+        return runner.run_pipeline(pipeline, options)
+
+
+# Beam's command for the SDK workers of --direct_running_mode=multi_processing, and
+# chunkmill's, which starts the same worker with SIGINT ignored (pipeline/sdk_worker.py).
+BEAM_SDK_WORKER = f"{sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
+SDK_WORKER = f"{sys.executable} -m chunkmill.pipeline.sdk_worker"
+
+
+def _fn_api_runner() -> Any:
+    """The class, made when a local run starts (Beam's runner module is imported then)."""
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    class FnApiRunner(fn_runner.FnApiRunner):  # type: ignore[misc]
+        """Beam's FnApiRunner whose multi-process SDK workers ignore SIGINT."""
+
+        def run_via_runner_api(self, pipeline_proto: Any, options: PipelineOptions) -> Any:
+            for environment in pipeline_proto.components.environments.values():
+                if (
+                    environment.urn == python_urns.SUBPROCESS_SDK
+                    and environment.payload == BEAM_SDK_WORKER.encode()
+                ):
+                    environment.payload = SDK_WORKER.encode()
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return FnApiRunner
 
 
 IN_PROCESS_RUNNER = f"{InProcessRunner.__module__}.{InProcessRunner.__qualname__}"
@@ -127,12 +155,24 @@ def check(beam_args: Sequence[str]) -> None:
         missing = extras.missing_extra("gs://")
         if missing is not None:
             raise UsageError(f"argument --runner: DataflowRunner {missing.split(' ', 1)[1]}")
+    if name == "PortableRunner" and not _job_endpoint(beam_args):
+        raise UsageError(
+            "argument --runner: PortableRunner needs --job_endpoint, a job service's "
+            "host:port; --job_endpoint=embed --environment_type=LOOPBACK runs one in this "
+            "process"
+        )
     if name in SUPPORTED:
         return
     why = REFUSED.get(name, "chunkmill is not tested on it")
     raise UsageError(
         f"argument --runner: {name} is not supported ({why}); use {', '.join(SUPPORTED)}"
     )
+
+
+def _job_endpoint(beam_args: Sequence[str]) -> str | None:
+    """The value of ``--job_endpoint`` among Beam's flags, if any."""
+    endpoint = beam_parser().parse_known_args(list(beam_args))[0].job_endpoint
+    return endpoint if isinstance(endpoint, str) and endpoint else None
 
 
 def local_engine(beam_args: Sequence[str]) -> list[str]:

@@ -13,6 +13,12 @@ was launched, names the run it diffs against, and that run is kept while the cla
 unfinished and within ``--grace-hours``; so is the run LATEST named at its launch, which a
 run without a prior run compares its documents with when it publishes.
 
+A run that ended unpublished says so: a refused run (a guard such as --max-removed-ratio
+stopped it) holds ``_REFUSED``, an interrupted one (SIGINT, SIGTERM) ``_INTERRUPTED``.
+``runs list`` shows them as such, and ``gc`` deletes them without waiting for
+``--grace-hours``. A local run's claim names its host and process: whatever the grace
+period, ``gc`` never deletes a run whose process is alive on the host ``gc`` runs on.
+
 Nor, whatever its age, is a finished run whose chunks/ holds the only copy of the text of a
 chunk that LATEST's manifest lists (``keep_live_text``): a run's chunks/ holds only the
 hashes new in it, so the text of the current state is spread over the runs that first
@@ -55,6 +61,19 @@ class RunInfo:
     corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
     tables: dict[str, list[dict[str, Any]]] | None = None  # finished: its tables' files
     chain: dict[str, Any] | None = None  # finished: its place in its chain (lineage)
+    # Unfinished: "refused" or "interrupted" when its folder holds that marker
+    # (runstate.REFUSED, runstate.INTERRUPTED): it ended, and will never publish.
+    ended: str | None = None
+    # Unfinished: its process is alive on this host (from its claim, or its marker's writer
+    # still ending): never deleted.
+    running: bool = False
+
+    @property
+    def state(self) -> str:
+        """``finished``, ``refused``, ``interrupted``, ``corrupt _SUCCESS`` or ``unfinished``."""
+        if self.finished:
+            return "finished"
+        return self.ended or ("corrupt _SUCCESS" if self.corrupt else "unfinished")
 
     @property
     def order(self) -> tuple[str, int, str, str]:
@@ -85,6 +104,14 @@ def list_runs(output: str) -> list[RunInfo]:
                 corrupt = str(e)
         finished = bool(report)
         claim = None if finished else runstate.read_claim(output, run_id)
+        names = frozenset(m.path[len(root + run_id) + 1 :] for m in metas)
+        marker = None if finished else runstate.ended_marker(output, run_id, names)
+        running = False
+        if not finished:
+            writer = runstate.read_marker(output, run_id, marker) if marker else {}
+            running = runstate.process_alive(
+                claim.host if claim else None, claim.pid if claim else None
+            ) or runstate.process_alive(writer.get("host"), writer.get("pid"))
         runs.append(
             RunInfo(
                 run_id=run_id,
@@ -98,6 +125,8 @@ def list_runs(output: str) -> list[RunInfo]:
                 corrupt=corrupt,
                 tables=report.get("tables"),
                 chain=lineage.chain_block(report),
+                ended=marker.lstrip("_").lower() if marker else None,
+                running=running,
             )
         )
     return sorted((r for r in runs if r.finished), key=lambda r: r.order) + sorted(
@@ -133,7 +162,9 @@ def plan_gc(
         return (now - run.last_write) / 3600
 
     def dead(run: RunInfo) -> bool:
-        return grace_hours is not None and idle_hours(run) > grace_hours
+        if run.running:
+            return False
+        return run.ended is not None or grace_hours is not None and idle_hours(run) > grace_hours
 
     in_flight = [r for r in runs if not r.finished and not dead(r)]
     in_flight_prior = {
@@ -158,6 +189,10 @@ def plan_gc(
             decisions.append(
                 Decision(run, True, f"finished, older than the {keep} kept besides LATEST")
             )
+        elif run.running:
+            decisions.append(Decision(run, False, "running: its process is alive on this host"))
+        elif run.ended is not None:
+            decisions.append(Decision(run, True, f"{run.ended}: it will never publish"))
         else:
             idle = idle_hours(run)
             if dead(run):
@@ -278,13 +313,7 @@ def format_list(
         c = r.counts or {}
         keys = ("docs_listed", "docs_processed", "chunks_to_embed", "chunks_removed", "docs_failed")
         idle = f"{(now - r.last_write) / 3600:.1f} h idle"
-        state = (
-            "finished"
-            if r.finished
-            else f"corrupt _SUCCESS ({idle})"
-            if r.corrupt
-            else f"unfinished ({idle})"
-        )
+        state = r.state if r.finished else f"{r.state} ({'running' if r.running else idle})"
         started = r.started_at or "-"
         rows.append((r.run_id, state, started, *(str(c.get(k, "-")) for k in keys)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import stat
 import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +33,12 @@ SUCCESS = "_SUCCESS"
 LATEST = "LATEST"
 RUNS = "runs"
 CLAIM = "_CLAIM"
+# Markers of a run that ended unpublished on purpose: refused (a guard such as
+# --max-removed-ratio stopped it) or interrupted (SIGINT, SIGTERM). ``runs list`` shows them,
+# ``runs gc`` deletes such runs without waiting for --grace-hours.
+REFUSED = "_REFUSED"
+INTERRUPTED = "_INTERRUPTED"
+ENDED_MARKERS = (REFUSED, INTERRUPTED)
 
 # Run ids name a folder under OUTPUT/runs/: no separators, nothing that escapes the prefix.
 # Matched whole (fullmatch): "$" would also accept a trailing newline.
@@ -95,8 +102,42 @@ def run_dir(output: str, run_id: str) -> str:
     return FileSystems.join(output, RUNS, run_id)
 
 
+class NotAFile(OSError):
+    """A local state file (``LATEST``, ``_SUCCESS``, ``_CLAIM``) that is not a regular file:
+    a folder, a FIFO (opening it would wait for a writer forever), a device, a socket.
+    ``kind`` says which ("a folder", "a FIFO", ...)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a file")
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a message."""
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def read_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``."""
+    """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``. A
+    local path is examined first (``os.stat``) and never opened unless it is a regular file:
+    ``NotAFile`` otherwise."""
+    if storage.scheme(path) in ("", "file"):
+        local = path.removeprefix("file://")
+        try:
+            mode = os.stat(local).st_mode
+        except FileNotFoundError:
+            mode = None  # FileSystems.open says so, as for any store
+        if mode is not None and not stat.S_ISREG(mode):
+            raise NotAFile(path, file_kind(mode))
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         data: bytes = f.read() if limit is None else f.read(limit)
         return data
@@ -155,8 +196,13 @@ def _file_entry(entry: Any, table: str) -> dict[str, Any]:
 
 
 def read_success(path: str) -> dict[str, Any]:
-    """``parse_success`` of the file at ``path`` (I/O errors propagate)."""
-    return parse_success(read_bytes(path))
+    """``parse_success`` of the file at ``path`` (I/O errors propagate; a local one that is
+    not a regular file is a ``CorruptSuccess``)."""
+    try:
+        data = read_bytes(path)
+    except NotAFile as e:
+        raise CorruptSuccess(f"it is {e.kind}, not a file") from None
+    return parse_success(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,6 +252,8 @@ def read_latest(output: str, *, alternative: str | None = None) -> str | None:
             )
         elif _is_folder(path):
             problem = "a folder"
+    except NotAFile as e:
+        problem = e.kind
     except IsADirectoryError:
         problem = "a folder"
     except Exception as e:  # permission, network: say so in one line, still how to mend
@@ -268,9 +316,15 @@ class Claim:
     prior_run_id: str | None
     prior_manifest: str | None
     after: str | None = None
+    # The process that runs it, for a run that runs inside the launching process (a local
+    # runner): ``runs gc`` never deletes a run whose process is alive on its host.
+    host: str | None = None
+    pid: int | None = None
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode("utf-8")
+        # host and pid only where known: a remote run's claim is as older releases wrote it.
+        fields = {k: v for k, v in asdict(self).items() if v is not None or k not in _PROCESS}
+        return (json.dumps(fields, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
     def prior_run_under(self, output: str) -> str | None:
         """The run under ``output`` this claim diffs against: its prior run id, else the run
@@ -282,6 +336,9 @@ class Claim:
             candidate = self.prior_manifest[len(root) :].split("/", 1)[0]
             return candidate if is_run_id(candidate) else None
         return None
+
+
+_PROCESS = ("host", "pid")
 
 
 class RunTaken(Exception):
@@ -303,9 +360,40 @@ def read_claim(output: str, run_id: str) -> Claim | None:
             prior_run_id=raw.get("prior_run_id"),
             prior_manifest=raw.get("prior_manifest"),
             after=raw.get("after"),
+            host=raw.get("host"),
+            pid=raw.get("pid") if type(raw.get("pid")) is int else None,
         )
     except Exception:
         return None
+
+
+def process_alive(host: str | None, pid: int | None) -> bool:
+    """Whether process ``pid`` of ``host`` is alive and a chunkmill process, as far as this
+    machine can tell: False for another host or no pid (nothing known)."""
+    import socket
+
+    if host is None or pid is None or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"chunkmill" in f.read()
+    except OSError:
+        return True
+
+
+def read_marker(output: str, run_id: str, marker: str) -> dict[str, Any]:
+    """The JSON object of a run's ``REFUSED`` / ``INTERRUPTED`` marker ({} if unreadable)."""
+    try:
+        raw = json.loads(read_bytes(FileSystems.join(run_dir(output, run_id), marker), 64 * 1024))
+    except Exception:
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def candidate_ids(run_id: str, *, exact: bool) -> list[str]:
@@ -347,3 +435,50 @@ def _has_files(folder: str) -> bool:
         return bool(FileSystems.match([folder + "/**"], limits=[1])[0].metadata_list)
     except Exception:
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# How an unpublished run ended
+
+
+def mark_ended(output: str, run_id: str, marker: str, why: str) -> None:
+    """Writes ``marker`` (``REFUSED`` or ``INTERRUPTED``) into the run's folder: a small JSON
+    object saying why, when, and which process (host and pid) wrote it."""
+    import datetime as dt
+    import socket
+
+    record = {
+        "run_id": run_id,
+        "why": why,
+        "at": dt.datetime.now(dt.timezone.utc).strftime(STARTED_AT_FORMAT),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    path = FileSystems.join(run_dir(output, run_id), marker)
+    data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+
+
+def mark_interrupted(output: str, run_id: str, signal_name: str = "a signal") -> str:
+    """Marks an interrupted run (unless it already published its ``_SUCCESS``); returns
+    what to tell the user, in a few words."""
+    if FileSystems.exists(FileSystems.join(run_dir(output, run_id), SUCCESS)):
+        return f"run {run_id} had finished; LATEST names {describe_latest(output)}"
+    mark_ended(output, run_id, INTERRUPTED, f"interrupted by {signal_name}")
+    return (
+        f"run {run_id} published nothing (marked interrupted); "
+        f"LATEST names {describe_latest(output)}"
+    )
+
+
+def ended_marker(output: str, run_id: str, names: frozenset[str] | None = None) -> str | None:
+    """``REFUSED`` or ``INTERRUPTED`` when the run's folder holds that marker (``names``: the
+    file names the caller already listed there), else None."""
+    for marker in ENDED_MARKERS:
+        if names is not None:
+            if marker in names:
+                return marker
+        elif FileSystems.exists(FileSystems.join(run_dir(output, run_id), marker)):
+            return marker
+    return None

@@ -38,6 +38,8 @@ S3 = "s3"
 # Schemes left to Beam's own FileSystems (besides local paths): listing gives size+mtime.
 _BEAM_SCHEMES = frozenset({"hdfs", "azfs"})
 _GLOB_CHARS = "*?["
+# Schemes whose URLs carry a query: a "?" there starts it, and is never a wildcard.
+_LITERAL_QUERY_SCHEMES = frozenset({"http", "https"})
 
 
 # errors/ reason codes of the read stage.
@@ -164,20 +166,33 @@ def bucket_url(uri: str) -> str:
     return f"{scheme(uri)}://{split_bucket(uri)[0]}"
 
 
+def _glob_end(pattern: str) -> int:
+    """Where the part of ``pattern`` that may hold wildcards ends: an http(s) URL's query and
+    fragment are literal (a presigned URL's ``?X-Amz-Signature=...`` names one object), so
+    for such a URL its path's end; else the pattern's end."""
+    if scheme(pattern) in _LITERAL_QUERY_SCHEMES:
+        ends = [i for i in (pattern.find("?"), pattern.find("#")) if i >= 0]
+        return min(ends, default=len(pattern))
+    return len(pattern)
+
+
 def fixed_prefix(key_pattern: str) -> str:
     """The part of a key pattern before its first glob character."""
-    cut = min((i for i in (key_pattern.find(c) for c in _GLOB_CHARS) if i >= 0), default=None)
+    globbed = key_pattern[: _glob_end(key_pattern)]
+    cut = min((i for i in (globbed.find(c) for c in _GLOB_CHARS) if i >= 0), default=None)
     return key_pattern if cut is None else key_pattern[:cut]
 
 
 def has_glob(pattern: str) -> bool:
-    return any(c in pattern for c in _GLOB_CHARS)
+    return any(c in pattern[: _glob_end(pattern)] for c in _GLOB_CHARS)
 
 
 def pattern_root(pattern: str) -> str:
-    """The folder a pattern lists from: its fixed prefix up to the last ``/`` (with it).
-    Symlinks must stay under it, and --include/--exclude match paths relative to it."""
-    return pattern[: fixed_prefix(pattern).rfind("/") + 1]
+    """The folder a pattern lists from: its fixed prefix up to the last ``/`` (with it),
+    never inside an http(s) URL's query. Symlinks must stay under it, and
+    --include/--exclude match paths relative to it."""
+    fixed = fixed_prefix(pattern)[: _glob_end(pattern)]
+    return pattern[: fixed.rfind("/") + 1]
 
 
 def glob_regex(pattern: str) -> str:
@@ -204,7 +219,7 @@ def glob_regex(pattern: str) -> str:
                 out.append("(?:[^/]*/)*")  # zero or more folders
                 i += 1
             else:
-                out.append(".*")
+                out.append("(?s:.*)")  # a newline in a name is a character like any other
         elif c == "*":
             out.append("[^/]*")
             i += 1

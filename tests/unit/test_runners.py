@@ -88,7 +88,8 @@ def test_a_runner_that_names_nothing_is_one_line(runner, message, docs):
 )
 def test_supported_runners_pass(runner, engine):
     assert runners.engine(runner) == engine
-    runners.check([f"--runner={runner}"])
+    endpoint = ["--job_endpoint=localhost:8099"] if engine == "PortableRunner" else []
+    runners.check([f"--runner={runner}", *endpoint])
 
 
 @pytest.mark.parametrize(

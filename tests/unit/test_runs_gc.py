@@ -142,7 +142,7 @@ def test_gc_never_deletes_unfinished_runs_without_grace(output, capsys):
     [
         (["gc"], "--keep"),
         (["gc", "--keep", "-1"], "--keep"),
-        (["gc", "--keep", "1", "--grace-hours", "0"], "--grace-hours"),
+        (["gc", "--keep", "1", "--grace-hours", "-1"], "--grace-hours"),
         (["gc", "--keep", "1", "--grace-hours", "soon"], "--grace-hours"),
         (["prune"], "prune"),
     ],
