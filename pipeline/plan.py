@@ -3,9 +3,9 @@
 It lists the inputs exactly as ``run`` does, sorts each listed document into unchanged,
 failed before, new or changed with the rules ``run`` uses (``chunkmill.document``), counts
 the prior documents no longer listed as removed, and estimates the tokens to embed. It writes
-nothing and reads no document but a small sample of PDFs when nothing else prices them. How
-the estimate is made and what it holds in memory: the "chunkmill plan" section of
-docs/design.md.
+nothing, proves the prior manifest as ``run`` does, and reads no document but a sample of a
+format the prior teaches no rate of. How the estimate is made and what it holds in memory:
+the "chunkmill plan" section of docs/design.md.
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ class Estimate:
     high: int
     basis: str  # where the figures come from, for a person
     rough: bool  # some figure rests on a default, not on the prior
-    documents_read: int = 0  # documents read to measure a sample (SAMPLED_FORMATS)
+    documents_read: int = 0  # documents read to measure a sample (formats no prior teaches)
 
 
 def _ceil(x: float) -> int:
@@ -620,50 +620,55 @@ def _estimate(
     embeds all but duplicates, which are not modelled); a format the prior teaches nothing of
     is priced by a sample ``measure`` reads (its chunks ``known`` to the prior left out), else
     by its default; an edited document embeds one chunk plus its bytes changed (see
-    SAMPLE_DOCUMENTS)."""
+    SAMPLE_DOCUMENTS). Every sample is measured in one call, and looked up in the prior in
+    one pass."""
     tokens = chunks = low = high = 0.0
     notes: list[str] = []
     defaults: list[str] = []
-    documents_read = 0
-    for fmt, size in sorted(work.by_rate.items()):
-        rate = learnt_rate(work.learnt[fmt]) if fmt != UNKNOWN else None
-        if rate is None and fmt == UNKNOWN:
-            rate = learnt_rate(work.all_learnt)
-        if rate is None and measure is not None:
-            strata = work.strata[fmt]
-            sample = choose_sample(strata, work.sample_max_bytes)
-            if sample:
-                measured = list(measure(sample))
-                documents_read += len(sample)
-                held = known(set().union(*(m.chunks for m in measured))) if known else set()
-                sizes = [
-                    (m.size, sum(t for h, t in m.chunks.items() if h not in held), m.chunks)
-                    for m in measured
-                ]
-                per_doc = [
-                    (b, t, sum(1 for h in c if h not in held)) for b, t, c in sizes
-                ]  # fmt: skip
-                t, c, lo, hi = sampled_rates(strata, sample, per_doc)
-                with_text = sum(1 for _, _, n in per_doc if n)
-                docs = work.docs_by_rate[fmt]
-                # A document with new text is at least one chunk.
-                c = max(c, docs * with_text / len(sample))
-                tokens, chunks, low, high = tokens + t, chunks + c, low + lo, high + hi
-                failed = sum(1 for m in measured if not m.chunks)
-                notes.append(
-                    f"{fmt} from a sample of {len(sample)} of its {_plural(docs, 'document')} "
-                    "to read, read and chunked for this estimate"
-                    + (f" ({failed} failed, priced as 0)" if failed else "")
-                )
-                continue
-        if rate is None:
-            rate = default_rate(fmt, config)
+    rates: dict[str, Rate] = {}
+    samples: dict[str, list[SampleDoc]] = {}
+    for fmt in sorted(work.by_rate):
+        rate = learnt_rate(work.learnt[fmt] if fmt != UNKNOWN else work.all_learnt)
+        if rate is not None:
+            rates[fmt] = rate
+        elif measure is not None and (
+            sample := choose_sample(work.strata[fmt], work.sample_max_bytes)
+        ):
+            samples[fmt] = sample
+        else:
+            rates[fmt] = default_rate(fmt, config)
             defaults.append(fmt)
-        elif rate.documents:
+    everything = [doc for sample in samples.values() for doc in sample]
+    measured = list(measure(everything)) if measure is not None and everything else []
+    held = known(set().union(*(m.chunks for m in measured))) if known and measured else set()
+    at = 0
+    for fmt, sample in samples.items():
+        per_doc = [
+            (
+                m.size,
+                sum(t for h, t in m.chunks.items() if h not in held),
+                sum(1 for h in m.chunks if h not in held),
+            )
+            for m in measured[at : at + len(sample)]
+        ]
+        failed = sum(1 for m in measured[at : at + len(sample)] if not m.chunks)
+        at += len(sample)
+        t, c, lo, hi = sampled_rates(work.strata[fmt], sample, per_doc)
+        docs = work.docs_by_rate[fmt]
+        # A document with new text is at least one chunk.
+        c = max(c, docs * sum(1 for _, _, n in per_doc if n) / len(sample))
+        tokens, chunks, low, high = tokens + t, chunks + c, low + lo, high + hi
+        notes.append(
+            f"{fmt} from a sample of {len(sample)} of its {_plural(docs, 'document')} "
+            "to read, read and chunked for this estimate"
+            + (f" ({failed} failed, priced as 0)" if failed else "")
+        )
+    for fmt, rate in rates.items():
+        if rate.documents:
             notes.append(f"{fmt} from {_plural(rate.documents, 'prior document')}")
-        t = size * rate.tokens_per_byte
+        t = work.by_rate[fmt] * rate.tokens_per_byte
         tokens += t
-        chunks += size * rate.chunks_per_byte
+        chunks += work.by_rate[fmt] * rate.chunks_per_byte
         low, high = low + t * rate.low, high + t * rate.high
     rough = bool(defaults)
     if defaults:
@@ -685,7 +690,7 @@ def _estimate(
         _ceil(high),
         "; ".join(notes) or "nothing to read",
         rough,
-        documents_read,
+        len(everything),
     )
 
 

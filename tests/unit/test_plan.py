@@ -478,3 +478,22 @@ def test_a_learnt_rate_or_a_document_too_large_reads_no_sample():
     small = ChunkingConfig.create("paragraph", limits=Limits(max_document_bytes=100))
     e = plan.compare(_pdfs(2), plan.EMPTY_SUMMARY, small, measure=measure).estimate
     assert e.documents_read == 0 and "pdf rough" in e.basis
+
+
+def test_the_prior_is_proven_by_the_run_s_own_reader_and_refused_with_its_line(tmp_path):
+    from chunkmill.items import PriorPart
+    from chunkmill.refusal import RunRefused
+    from chunkmill.transforms import prior
+    from tests.unit.test_prior_integrity import flip_a_hash, hand_rows, write
+
+    rows = hand_rows(20)
+    path = write(tmp_path / "part-0.parquet", rows)
+    summary = plan.summarise_prior(plan.proven_prior([str(path)], plan._PRIOR_COLUMNS))
+    assert summary["rows"].to_pylist() == [20]
+    # A flipped byte in chunk_hash, a column the summary does not need: the run reads it.
+    flip_a_hash(path, rows)
+    with pytest.raises(RunRefused) as by_run:
+        prior.read_part(PriorPart(str(path), 0), ["doc_id", "chunk_hash"])
+    with pytest.raises(RunRefused) as by_plan:
+        list(plan.proven_prior([str(path)], plan._PRIOR_COLUMNS))
+    assert by_plan.value.line == by_run.value.line
