@@ -110,24 +110,30 @@ def html_page(title: str, paragraphs: int) -> str:
     )
 
 
-def write_corpus(root: Path) -> None:
-    """The corpus under ``root``: 6 text PDFs, 4 papers, 4 drawing PDFs, 8 HTML pages, 8
-    Markdown guides and 5 text notes, in six folders."""
-    for i in range(6):
-        pages = [prose(f"report{i}p{p}", 3 + i % 3) for p in range(1 + i)]
-        _write(root / "reports" / f"report{i}.pdf", text_pdf(pages))
-    for i in range(4):
-        pages = [prose(f"paper{i}p{p}", 4) for p in range(2 + i)]
-        _write(root / "papers" / f"paper{i}.pdf", paper_pdf(pages))
-    for i in range(4):
-        _write(root / "scans" / f"scan{i}.pdf", drawing_pdf(f"scan{i}", 1 + i, 1500, i))
-    for i in range(8):
-        _write(root / "site" / f"page{i}.html", html_page(f"page{i}", 1 + i).encode())
-    for i in range(8):
-        text = f"# Guide {i}\n\n" + prose(f"guide{i}", 3 + 4 * i)
-        _write(root / "guides" / f"guide{i}.md", text.encode())
-    for i in range(5):
-        _write(root / "notes" / f"note{i}.txt", prose(f"note{i}", 2 + 3 * i).encode())
+def write_corpus(root: Path, sets: int = 1) -> None:
+    """The corpus under ``root``, ``sets`` times (each set in folders of its own): 6 text
+    PDFs, 4 papers, 4 drawing PDFs, 8 HTML pages, 8 Markdown guides and 5 text notes."""
+    for n in range(sets):
+        tag = "" if n == 0 else f"-{n}"
+        for i in range(6):
+            pages = [prose(f"report{i}{tag}p{p}", 3 + i % 3) for p in range(1 + i)]
+            _write(root / f"reports{tag}" / f"report{i}.pdf", text_pdf(pages))
+        for i in range(4):
+            pages = [prose(f"paper{i}{tag}p{p}", 4) for p in range(2 + i)]
+            _write(root / f"papers{tag}" / f"paper{i}.pdf", paper_pdf(pages))
+        for i in range(4):
+            scan = drawing_pdf(f"scan{i}{tag}", 1 + i, 1500, 10 * n + i)
+            _write(root / f"scans{tag}" / f"scan{i}.pdf", scan)
+        for i in range(8):
+            page = html_page(f"page{i}{tag}", 1 + i)
+            _write(root / f"site{tag}" / f"page{i}.html", page.encode())
+        for i in range(8):
+            text = f"# Guide {i}\n\n" + prose(f"guide{i}{tag}", 3 + 4 * i)
+            _write(root / f"guides{tag}" / f"guide{i}.md", text.encode())
+        for i in range(5):
+            _write(
+                root / f"notes{tag}" / f"note{i}.txt", prose(f"note{i}{tag}", 2 + 3 * i).encode()
+            )
 
 
 def edit_night(root: Path) -> None:

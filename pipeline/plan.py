@@ -235,22 +235,26 @@ KnownHashes = Callable[[set[str]], set[str]]
 
 @dataclass
 class _Strata:
-    """The documents of one format priced by a sample: bytes and documents per size class,
-    and per stratum (folder, size class) its first SAMPLE_DOCUMENTS candidates by rank."""
+    """The documents of one format priced by a sample: bytes per stratum (folder, size
+    class) and per size class, and per stratum its first SAMPLE_DOCUMENTS candidates by
+    rank."""
 
+    bytes_by_stratum: Counter[tuple[str, int]] = field(default_factory=Counter)
     bytes_by_class: Counter[int] = field(default_factory=Counter)
-    docs_by_class: Counter[int] = field(default_factory=Counter)
     candidates: dict[tuple[str, int], list[SampleDoc]] = field(default_factory=dict)
 
+    def stratum(self, doc: SampleDoc) -> tuple[str, int]:
+        key = (folder_of(doc.uri), size_class(doc.size))
+        if key not in self.bytes_by_stratum and len(self.bytes_by_stratum) >= MAX_STRATA:
+            return ("", key[1])
+        return key
+
     def add(self, doc: SampleDoc, max_bytes: int) -> None:
-        cls = size_class(doc.size)
-        self.bytes_by_class[cls] += doc.size
-        self.docs_by_class[cls] += 1
+        key = self.stratum(doc)
+        self.bytes_by_stratum[key] += doc.size
+        self.bytes_by_class[key[1]] += doc.size
         if doc.size > max_bytes:
             return
-        key = (folder_of(doc.uri), cls)
-        if key not in self.candidates and len(self.candidates) >= MAX_STRATA:
-            key = ("", cls)
         kept = self.candidates.setdefault(key, [])
         if len(kept) < SAMPLE_DOCUMENTS or doc < kept[-1]:
             kept.append(doc)
@@ -259,27 +263,30 @@ class _Strata:
 
 
 def choose_sample(strata: _Strata, max_bytes: int = SAMPLE_BYTES) -> list[SampleDoc]:
-    """Up to SAMPLE_DOCUMENTS documents within ``max_bytes``: size classes in turn, the
-    largest first; within a class its folders in turn (by name); within a stratum by rank. A
-    document that would pass ``max_bytes`` is skipped."""
-    by_class: dict[int, list[list[SampleDoc]]] = defaultdict(list)
-    for (_, cls), kept in sorted(strata.candidates.items()):
-        by_class[cls].append(list(kept))
-    classes = sorted(by_class, reverse=True)
-    turn = dict.fromkeys(classes, 0)
+    """Up to SAMPLE_DOCUMENTS documents within ``max_bytes``, one at a time from the stratum
+    whose folder, then size class, has been sampled least so far (the stratum of most bytes
+    first among equals; within a stratum by rank): every folder before a second document of
+    one, every size class of a folder before a second of one. A document that would pass
+    ``max_bytes`` is skipped."""
+    left = {key: list(kept) for key, kept in strata.candidates.items()}
+    folders: Counter[str] = Counter()
+    classes: Counter[tuple[str, int]] = Counter()
     chosen: list[SampleDoc] = []
     total = 0
-    while len(chosen) < SAMPLE_DOCUMENTS and any(any(f) for f in by_class.values()):
-        for cls in classes:
-            folders = [f for f in by_class[cls] if f]
-            if not folders or len(chosen) == SAMPLE_DOCUMENTS:
-                continue
-            folder = folders[turn[cls] % len(folders)]
-            turn[cls] += 1
-            doc = folder.pop(0)
-            if total + doc.size <= max_bytes:
-                chosen.append(doc)
-                total += doc.size
+    while len(chosen) < SAMPLE_DOCUMENTS and left:
+        key = min(
+            left,
+            key=lambda k: (folders[k[0]], classes[k], -strata.bytes_by_stratum[k], k),
+        )
+        doc = left[key].pop(0)
+        if not left[key]:
+            del left[key]
+        if total + doc.size > max_bytes:
+            continue
+        chosen.append(doc)
+        total += doc.size
+        folders[key[0]] += 1
+        classes[key] += 1
     return chosen
 
 
@@ -287,33 +294,35 @@ def sampled_rates(
     strata: _Strata, sample: Sequence[SampleDoc], measured: Sequence[tuple[int, int, int]]
 ) -> tuple[float, float, float, float]:
     """(tokens, chunks, low, high) of a format's documents to read, extrapolated from its
-    sampled documents' ``(bytes, new tokens, new chunks)``: per size class, its sampled
-    tokens and chunks per byte times its bytes; a class without a sampled document at the
-    rates of the whole sample. The likely range spans the sampled documents' own rates (at
-    least ``TEXT_RANGE``)."""
-    sums: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for doc, (read, new_tokens, new_chunks) in zip(sample, measured, strict=True):
-        s = sums[size_class(doc.size)]
-        s[0], s[1], s[2] = s[0] + read, s[1] + new_tokens, s[2] + new_chunks
-    all_bytes = sum(s[0] for s in sums.values())
-    if all_bytes <= 0:
+    sampled documents' ``(bytes, new tokens, new chunks)``: each stratum's bytes at its own
+    sampled tokens and chunks per byte; a stratum without a sampled document at its folder's,
+    else its size class's, else the whole sample's. The likely range spans the sampled
+    documents' own rates (at least ``TEXT_RANGE``)."""
+    by_stratum: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    by_folder: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    by_class: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    overall = [0, 0, 0]
+    for doc, got in zip(sample, measured, strict=True):
+        key = (folder_of(doc.uri), size_class(doc.size))
+        if key not in strata.bytes_by_stratum:
+            key = ("", key[1])
+        for sums in (by_stratum[key], by_folder[key[0]], by_class[key[1]], overall):
+            for i in range(3):
+                sums[i] += got[i]
+    if overall[0] <= 0:
         return 0.0, 0.0, 0.0, 0.0
-    overall = (
-        sum(s[1] for s in sums.values()) / all_bytes,
-        sum(s[2] for s in sums.values()) / all_bytes,
-    )
     tokens = chunks = 0.0
-    for cls, size in strata.bytes_by_class.items():
-        got = sums.get(cls)
-        t_rate, c_rate = (got[1] / got[0], got[2] / got[0]) if got and got[0] > 0 else overall
-        tokens += size * t_rate
-        chunks += size * c_rate
+    for (folder, cls), size in strata.bytes_by_stratum.items():
+        nearest = (by_stratum.get((folder, cls)), by_folder.get(folder), by_class.get(cls))
+        sums = next((s for s in nearest if s and s[0]), overall)
+        tokens += size * sums[1] / sums[0]
+        chunks += size * sums[2] / sums[0]
+    rate = overall[1] / overall[0]
     each = [t / b for b, t, _ in measured if b > 0]
     low, high = TEXT_RANGE
-    rate = overall[0]
-    if rate > 0 and each:
+    if rate > 0:
         low, high = min(low, min(each) / rate), max(high, max(each) / rate)
-    elif each and max(each) == 0:
+    else:
         low, high = 0.0, 0.0
     return tokens, chunks, tokens * low, tokens * high
 

@@ -1,5 +1,5 @@
-"""`chunkmill plan` against what the run then embeds, on a mixed corpus of PDFs (text and
-drawings), HTML, Markdown and text in five folders (benchmarks/plan_corpus.py): a first run,
+"""`chunkmill plan` against what the run then embeds, on a mixed corpus of PDFs (text, papers,
+drawings), HTML, Markdown and text in twelve folders (benchmarks/plan_corpus.py): a first run,
 a night of edits and a switch of PDF engine each planned within 2x of the tokens and chunks
 in the run's chunks/; a prior the run refuses, plan refuses with the same line."""
 
@@ -43,7 +43,7 @@ def within_2x(plan: tuple[int, int], run: tuple[int, int]) -> bool:
 @pytest.fixture
 def docs(tmp_path: Path) -> Path:
     root = tmp_path / "docs"
-    write_corpus(root)
+    write_corpus(root, sets=2)  # 28 PDFs, 16 HTML pages, 16 guides: a format's sample is part
     return root
 
 
