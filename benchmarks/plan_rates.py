@@ -1,6 +1,8 @@
-"""The default rates of `chunkmill plan` (pipeline/plan.py DEFAULT_RATES, EDIT_SHARE),
-measured: tokens and chunks per byte of file, per format, with the default chunking config,
-and the share of an edited document's tokens that is embedded again.
+"""The default rates of `chunkmill plan` (pipeline/plan.py DEFAULT_RATES, used when neither
+the prior nor a sample prices a format), measured: tokens and chunks per byte of file, per
+format, with the default chunking config, and the share of an edited document's tokens that
+is embedded again (plan prices an edit as one chunk plus its bytes changed; this shows how
+that compares). Plan against the run, night by night: ``benchmarks/plan_accuracy.py``.
 
     python -m benchmarks.plan_rates [--mixed 600] [PDF ...]
 

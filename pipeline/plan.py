@@ -3,30 +3,33 @@
 It lists the inputs exactly as ``run`` does, sorts each listed document into unchanged,
 failed before, new or changed with the rules ``run`` uses (``chunkmill.document``), counts
 the prior documents no longer listed as removed, and estimates the tokens to embed. It writes
-nothing and reads no document but a small sample of PDFs when nothing else prices them. How
-the estimate is made and what it holds in memory: the "chunkmill plan" section of
-docs/design.md.
+nothing, proves the prior manifest as ``run`` does, and reads no document but a sample of a
+format the prior teaches no rate of. How the estimate is made and what it holds in memory:
+the "chunkmill plan" section of docs/design.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkmill import carryover, ids, prior_summary
+from chunkmill import carryover, ids, prior_summary, schema
 from chunkmill.carryover import PriorState
 from chunkmill.config import ChunkingConfig
 from chunkmill.document import attempt_key
 from chunkmill.extract import format_by_name
-from chunkmill.items import ListingError, PriorError, SourceFile, SourceVersion
-from chunkmill.pipeline.options import RunSettings
+from chunkmill.items import ListingError, PriorError, SourceFile, SourceVersion, WorkItem
+from chunkmill.pipeline.options import RunSettings, UsageError
 from chunkmill.redact import redact_uri
+from chunkmill.refusal import RunRefused
+from chunkmill.transforms import prior as prior_parts
 from chunkmill.transforms import storage, tables
 
 _LOG = logging.getLogger(__name__)
@@ -82,27 +85,31 @@ LEARNT_RANGE = (0.67, 1.5)
 # English prose average about four bytes a token.
 DEFAULT_BYTES_PER_TOKEN = {"chars4": 4.0, "whitespace": 6.0}
 FALLBACK_BYTES_PER_TOKEN = 4.0
-# Share of an edited document's tokens embedded again (its chunks whose text changed), when
-# the prior holds no edited document to learn it from: measured by benchmarks/plan_rates.py
-# on the sample corpus's 28 text documents, each edited three ways (a word inserted in the
-# middle, a paragraph appended, a paragraph inserted): 36%, 27% and 38% of the tokens (5%
-# to 100% a document, small documents being a chunk or two). Its likely range runs from one
-# chunk of the document to all of it.
-EDIT_SHARE = 0.35
-# Prior documents with new and old chunks both (edited in the prior run) needed to learn the
-# edit share from the prior manifest instead.
-EDITS_TO_LEARN = 3
-# Formats whose text per byte varies too much between corpora for any default to be within
-# 2x (PDF: 0.0061 to 0.27 tokens per byte, see DEFAULT_RATES). When the prior teaches no rate
-# for one, plan reads a sample of its documents to read and measures their text instead.
-SAMPLED_FORMATS = frozenset({"pdf"})
-# The sample: the documents of the format with the smallest doc_id (a hash of the URI, so the
-# choice is the same every time and unrelated to names, folders or sizes), at most
-# SAMPLE_DOCUMENTS of them (each costs a parse, up to --timeout-seconds: a hostile document
-# costs a timeout, never the plan) and SAMPLE_BYTES in all (a plan reads megabytes, not the
-# corpus); a document larger than SAMPLE_BYTES alone is never sampled.
-SAMPLE_DOCUMENTS = 8
+# An edited document (listed under a new version, its prior rows made with the current
+# config) embeds the chunks whose text changed: priced from its own prior rows as one chunk
+# (the chunk the edit falls in) plus the share of its bytes that changed, |new size - prior
+# size| / prior size, of its tokens; at most all of them.
+#
+# Any other document to read (new, or re-chunked under another config or PDF engine) is
+# priced like a first run: by the rate of its format learnt from the prior's documents of the
+# current config, else by a sample of those documents read, extracted and chunked as the run
+# does them (``measure_sample``), its tokens counted only for chunks whose text the prior does
+# not hold already (a re-chunked Markdown file whose chunks did not change embeds nothing).
+#
+# The sample of a format: strata by folder and size class (a factor of 4 in bytes), taken in
+# turn (the largest size class first, its folders in turn) and within a stratum in the order
+# of SHA-256(SAMPLE_SEED + doc_id), so the same listing gives the same sample every time and
+# neither names nor ids decide it; at most SAMPLE_DOCUMENTS a format (each costs a parse, up
+# to --timeout-seconds: a hostile document costs a timeout, never the plan) and SAMPLE_BYTES
+# in all; a document larger than SAMPLE_BYTES alone is never sampled. The sampled documents'
+# tokens and chunks per byte, per size class (else of all the sample), times the bytes of
+# that class's documents to read, is the format's estimate.
+SAMPLE_DOCUMENTS = 16
 SAMPLE_BYTES = 64 * 1024 * 1024
+SAMPLE_SEED = "chunkmill plan sample 1"
+# Strata a format keeps candidates of, SAMPLE_DOCUMENTS each at most (memory: a corpus in
+# more folders than this pools the rest in one stratum per size class).
+MAX_STRATA = 10_000
 
 # ---------------------------------------------------------------------------------------------
 # Pure helpers
@@ -185,56 +192,139 @@ def default_rate(fmt: str, config: ChunkingConfig) -> Rate:
     return Rate(tokens * 4.0 / bytes_per_token, chunks_per_kb / 1024, low, high, 0)
 
 
-def sampled_rate(pairs: Sequence[tuple[int, int]], fmt: str, config: ChunkingConfig) -> Rate | None:
-    """The rate of ``fmt`` measured on a sample: ``pairs`` are the sampled documents'
-    (bytes, tokens of their extracted text), failed documents left out. Tokens per byte is
-    sum(tokens) / sum(bytes); chunks per byte follows from it at the default's tokens per
-    chunk (``DEFAULT_RATES``: the strategy's chunk size does not depend on the corpus). The
-    likely range spans the sampled documents' own rates, and at least ``TEXT_RANGE`` (the
-    documents not sampled may be further out). None when no document has bytes."""
-    size = sum(b for b, _ in pairs)
-    if size <= 0:
-        return None
-    tokens = sum(t for _, t in pairs)
-    rate = tokens / size
-    default = default_rate(fmt, config)
-    chunks_per_token = default.chunks_per_byte / default.tokens_per_byte
-    each = [t / b for b, t in pairs if b > 0]
-    low, high = TEXT_RANGE
-    if rate > 0:
-        low, high = min(low, min(each) / rate), max(high, max(each) / rate)
-    return Rate(rate, rate * chunks_per_token, low, high, 0)
+def size_class(size: int) -> int:
+    """The size class of a document: sizes within a factor of 4 share one."""
+    return max(size, 1).bit_length() // 2
+
+
+def folder_of(uri: str) -> str:
+    return uri.rsplit("/", 1)[0] if "/" in uri else ""
 
 
 @dataclass(frozen=True, order=True)
 class SampleDoc:
-    """A document to read that a sample may measure (ordered by ``doc_id``)."""
+    """A document to read that a sample may measure (ordered by ``rank``, its place in the
+    seeded order)."""
 
+    rank: str
     doc_id: str
     uri: str
     version: str | None
     size: int
 
+    @classmethod
+    def of(cls, doc_id: str, uri: str, version: str | None, size: int) -> SampleDoc:
+        rank = hashlib.sha256(f"{SAMPLE_SEED}{doc_id}".encode()).hexdigest()
+        return cls(rank, doc_id, uri, version, size)
 
-# Measures sampled documents: for each, (bytes read, tokens of its extracted text), or None
-# when it could not be read or extracted.
-Measure = Callable[[Sequence[SampleDoc]], Sequence[tuple[int, int] | None]]
+
+@dataclass(frozen=True)
+class Measured:
+    """What the run would make of one sampled document: its bytes, and the tokens of each
+    distinct chunk text (by ``chunk_hash``) it would chunk it into (none when it fails)."""
+
+    size: int
+    chunks: dict[str, int]  # chunk_hash -> token_count
 
 
-def choose_sample(
-    candidates: Iterable[SampleDoc], max_bytes: int = SAMPLE_BYTES
-) -> list[SampleDoc]:
-    """The sample: candidates in ``doc_id`` order, each taken while the total stays within
-    ``max_bytes`` (one that would pass it is skipped), at most ``SAMPLE_DOCUMENTS``."""
+# Measures sampled documents (``measure_sample``): one ``Measured`` each, in order.
+Measure = Callable[[Sequence[SampleDoc]], Sequence[Measured]]
+# Of the given chunk hashes, those the prior manifest holds (``prior_hashes``).
+KnownHashes = Callable[[set[str]], set[str]]
+
+
+@dataclass
+class _Strata:
+    """The documents of one format priced by a sample: bytes per stratum (folder, size
+    class) and per size class, and per stratum its first SAMPLE_DOCUMENTS candidates by
+    rank."""
+
+    bytes_by_stratum: Counter[tuple[str, int]] = field(default_factory=Counter)
+    bytes_by_class: Counter[int] = field(default_factory=Counter)
+    candidates: dict[tuple[str, int], list[SampleDoc]] = field(default_factory=dict)
+
+    def stratum(self, doc: SampleDoc) -> tuple[str, int]:
+        key = (folder_of(doc.uri), size_class(doc.size))
+        if key not in self.bytes_by_stratum and len(self.bytes_by_stratum) >= MAX_STRATA:
+            return ("", key[1])
+        return key
+
+    def add(self, doc: SampleDoc, max_bytes: int) -> None:
+        key = self.stratum(doc)
+        self.bytes_by_stratum[key] += doc.size
+        self.bytes_by_class[key[1]] += doc.size
+        if doc.size > max_bytes:
+            return
+        kept = self.candidates.setdefault(key, [])
+        if len(kept) < SAMPLE_DOCUMENTS or doc < kept[-1]:
+            kept.append(doc)
+            kept.sort()
+            del kept[SAMPLE_DOCUMENTS:]
+
+
+def choose_sample(strata: _Strata, max_bytes: int = SAMPLE_BYTES) -> list[SampleDoc]:
+    """Up to SAMPLE_DOCUMENTS documents within ``max_bytes``, one at a time from the stratum
+    whose folder, then size class, has been sampled least so far (the stratum of most bytes
+    first among equals; within a stratum by rank): every folder before a second document of
+    one, every size class of a folder before a second of one. A document that would pass
+    ``max_bytes`` is skipped."""
+    left = {key: list(kept) for key, kept in strata.candidates.items()}
+    folders: Counter[str] = Counter()
+    classes: Counter[tuple[str, int]] = Counter()
     chosen: list[SampleDoc] = []
     total = 0
-    for doc in sorted(candidates):
-        if len(chosen) == SAMPLE_DOCUMENTS:
-            break
-        if total + doc.size <= max_bytes:
-            chosen.append(doc)
-            total += doc.size
+    while len(chosen) < SAMPLE_DOCUMENTS and left:
+        key = min(
+            left,
+            key=lambda k: (folders[k[0]], classes[k], -strata.bytes_by_stratum[k], k),
+        )
+        doc = left[key].pop(0)
+        if not left[key]:
+            del left[key]
+        if total + doc.size > max_bytes:
+            continue
+        chosen.append(doc)
+        total += doc.size
+        folders[key[0]] += 1
+        classes[key] += 1
     return chosen
+
+
+def sampled_rates(
+    strata: _Strata, sample: Sequence[SampleDoc], measured: Sequence[tuple[int, int, int]]
+) -> tuple[float, float, float, float]:
+    """(tokens, chunks, low, high) of a format's documents to read, extrapolated from its
+    sampled documents' ``(bytes, new tokens, new chunks)``: each stratum's bytes at its own
+    sampled tokens and chunks per byte; a stratum without a sampled document at its folder's,
+    else its size class's, else the whole sample's. The likely range spans the sampled
+    documents' own rates (at least ``TEXT_RANGE``)."""
+    by_stratum: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    by_folder: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    by_class: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    overall = [0, 0, 0]
+    for doc, got in zip(sample, measured, strict=True):
+        key = (folder_of(doc.uri), size_class(doc.size))
+        if key not in strata.bytes_by_stratum:
+            key = ("", key[1])
+        for sums in (by_stratum[key], by_folder[key[0]], by_class[key[1]], overall):
+            for i in range(3):
+                sums[i] += got[i]
+    if overall[0] <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    tokens = chunks = 0.0
+    for (folder, cls), size in strata.bytes_by_stratum.items():
+        nearest = (by_stratum.get((folder, cls)), by_folder.get(folder), by_class.get(cls))
+        sums = next((s for s in nearest if s and s[0]), overall)
+        tokens += size * sums[1] / sums[0]
+        chunks += size * sums[2] / sums[0]
+    rate = overall[1] / overall[0]
+    each = [t / b for b, t, _ in measured if b > 0]
+    low, high = TEXT_RANGE
+    if rate > 0:
+        low, high = min(low, min(each) / rate), max(high, max(each) / rate)
+    else:
+        low, high = 0.0, 0.0
+    return tokens, chunks, tokens * low, tokens * high
 
 
 def learnt_rate(learnt: _Learnt) -> Rate | None:
@@ -255,7 +345,7 @@ class Estimate:
     high: int
     basis: str  # where the figures come from, for a person
     rough: bool  # some figure rests on a default, not on the prior
-    documents_read: int = 0  # documents read to measure a sample (SAMPLED_FORMATS)
+    documents_read: int = 0  # documents read to measure a sample (formats no prior teaches)
 
 
 def _ceil(x: float) -> int:
@@ -406,60 +496,53 @@ class _Work:
 
     by_rate: Counter[str] = field(default_factory=Counter)  # format -> bytes priced by rate
     docs_by_rate: Counter[str] = field(default_factory=Counter)  # format -> documents
-    # SAMPLED_FORMATS -> the SAMPLE_DOCUMENTS candidates of smallest doc_id, sorted, each
-    # within sample_max_bytes (the most one sample reads): enough for choose_sample.
-    candidates: dict[str, list[SampleDoc]] = field(default_factory=lambda: defaultdict(list))
+    strata: dict[str, _Strata] = field(default_factory=lambda: defaultdict(_Strata))
     sample_max_bytes: int = SAMPLE_BYTES
-    edited_tokens: float = 0.0  # edited documents' tokens, scaled from their prior rows
+    edited_docs: int = 0
+    edited_tokens: float = 0.0  # edited documents' priced tokens (one chunk + bytes changed)
     edited_chunks: float = 0.0
     edited_one_chunk: float = 0.0  # the tokens of one chunk of each edited document
+    edited_all: float = 0.0  # every token of each edited document, scaled to its size
     learnt: dict[str, _Learnt] = field(default_factory=lambda: defaultdict(_Learnt))
     all_learnt: _Learnt = field(default_factory=_Learnt)
-    edited_docs: int = 0  # prior documents the prior run found partly new (edited)
-    edited_prior_tokens: int = 0
-    edited_prior_new_tokens: int = 0
 
     def read(
         self,
         uri: str,
         size: int,
-        prior: PriorDoc | None,
+        prior: PriorDoc | None = None,
         doc_id: str = "",
         version: str | None = None,
     ) -> None:
         """A new or changed document of ``size`` bytes: a document edited under the current
-        config is priced from its own prior rows (scaled by its size); any other by the
-        rate of its format."""
-        prior_size = prior.size if prior is not None else None
+        config is priced from its own prior rows and the bytes changed; any other by the
+        rate of its format (or a sample's)."""
         if prior is None or not prior.current or prior.tokens <= 0:
             fmt = format_of(uri)
             self.by_rate[fmt] += size
             self.docs_by_rate[fmt] += 1
-            if fmt in SAMPLED_FORMATS and size <= self.sample_max_bytes:
-                kept = self.candidates[fmt]
-                if len(kept) < SAMPLE_DOCUMENTS or doc_id < kept[-1].doc_id:
-                    kept.append(SampleDoc(doc_id, uri, version, size))
-                    kept.sort()
-                    del kept[SAMPLE_DOCUMENTS:]
+            self.strata[fmt].add(SampleDoc.of(doc_id, uri, version, size), self.sample_max_bytes)
             return
+        prior_size = prior.size
+        changed = abs(size - prior_size) / prior_size if prior_size else 1.0
         scale = size / prior_size if prior_size else 1.0
-        self.edited_tokens += prior.tokens * scale
-        self.edited_chunks += prior.rows * scale
-        self.edited_one_chunk += min(prior.tokens * scale, prior.tokens / prior.rows)
+        tokens, rows = prior.tokens * scale, max(prior.rows * scale, 1.0)
+        one_chunk = prior.tokens / prior.rows
+        self.edited_docs += 1
+        self.edited_tokens += min(tokens, one_chunk + changed * tokens)
+        self.edited_chunks += min(rows, 1 + changed * rows)
+        self.edited_one_chunk += min(tokens, one_chunk)
+        self.edited_all += tokens
 
     def learn(self, prior: PriorDoc) -> None:
         """Rates per format from prior documents made with the current config whose size is
-        known; the edit share from those the prior run found partly new."""
+        known."""
         size = prior.size
         if not prior.current or not size:
             return
         fmt = prior.doc_format or UNKNOWN
         self.learnt[fmt].add(size, prior.tokens, prior.rows)
         self.all_learnt.add(size, prior.tokens, prior.rows)
-        if 0 < prior.new_rows < prior.rows:
-            self.edited_docs += 1
-            self.edited_prior_tokens += prior.tokens
-            self.edited_prior_new_tokens += prior.new_tokens
 
 
 def compare(
@@ -469,14 +552,16 @@ def compare(
     failures: pa.Table | None = None,
     attempt_key: str | None = None,
     measure: Measure | None = None,
+    known: KnownHashes | None = None,
 ) -> Plan:
     """Classify every listed and every prior document and estimate the work (pure: tables in,
     plan out). ``listing`` has the columns of ``list_inputs``, ``prior`` those of
     ``summarise_prior``,
     ``failures`` those of ``read_failures`` (the prior run's errors), judged under
     ``attempt_key`` (``chunkmill.document.attempt_key`` of ``config``). ``measure`` reads
-    and measures a sample of a format in ``SAMPLED_FORMATS`` the prior teaches no rate of
-    (``measure_sample``); without it such a format gets its default rate."""
+    and measures a sample of a format the prior teaches no rate of (``measure_sample``),
+    ``known`` tells which of its chunks the prior holds (``prior_hashes``); without
+    ``measure`` such a format gets its default rate."""
     if failures is not None and failures.num_rows:
         listing = listing.join(_one_failure_per_doc(failures), "doc_id", join_type="left outer")
     priors = _prior_docs(prior, config.fingerprint)
@@ -518,7 +603,7 @@ def compare(
     return Plan(
         counts=counts,
         examples=uris,
-        estimate=_estimate(bytes_to_read, work, config, measure),
+        estimate=_estimate(bytes_to_read, work, config, measure, known),
         listed=listing.num_rows,
     )
 
@@ -534,69 +619,78 @@ def _one_failure_per_doc(failures: pa.Table) -> pa.Table:
 
 
 def _estimate(
-    bytes_to_read: int, work: _Work, config: ChunkingConfig, measure: Measure | None = None
+    bytes_to_read: int,
+    work: _Work,
+    config: ChunkingConfig,
+    measure: Measure | None = None,
+    known: KnownHashes | None = None,
 ) -> Estimate:
-    """Tokens to embed: documents priced by rate embed every token (a first run embeds all
-    but duplicates, which are not modelled); an edited document embeds a share of its tokens
-    (its chunks whose text changed), learnt from the prior's edited documents or
-    ``EDIT_SHARE``. A format of ``SAMPLED_FORMATS`` the prior teaches nothing of is priced
-    by a sample ``measure`` reads, else by its default."""
+    """Tokens to embed: documents priced by a learnt rate embed every token (a first run
+    embeds all but duplicates, which are not modelled); a format the prior teaches nothing of
+    is priced by a sample ``measure`` reads (its chunks ``known`` to the prior left out), else
+    by its default; an edited document embeds one chunk plus its bytes changed (see
+    SAMPLE_DOCUMENTS). Every sample is measured in one call, and looked up in the prior in
+    one pass."""
     tokens = chunks = low = high = 0.0
     notes: list[str] = []
     defaults: list[str] = []
-    documents_read = 0
-    for fmt, size in sorted(work.by_rate.items()):
-        fmt_chunks_at_least = 0.0
-        rate = learnt_rate(work.learnt[fmt]) if fmt != UNKNOWN else None
-        if rate is None and fmt == UNKNOWN:
-            rate = learnt_rate(work.all_learnt)
-        if rate is None and measure is not None and work.candidates.get(fmt):
-            sample = choose_sample(work.candidates[fmt], work.sample_max_bytes)
-            measured = list(measure(sample))
-            documents_read += len(sample)
-            pairs = [m for m in measured if m is not None]
-            rate = sampled_rate(pairs, fmt, config) if pairs else None
-            failed = len(sample) - len(pairs)
-            of = f"{len(sample)} of {_plural(work.docs_by_rate[fmt], fmt.upper())} to read"
-            if rate is not None:
-                # A document with text is at least one chunk: a rate measured on a few
-                # documents says little of chunks, which depend on each one's length.
-                fmt_chunks_at_least = work.docs_by_rate[fmt] * len(pairs) / len(sample)
-                notes.append(
-                    f"{fmt} from a sample of {of} (read for this estimate"
-                    + (f"; {failed} failed to extract, left out)" if failed else ")")
-                )
-            else:
-                notes.append(f"{fmt} default: every sampled document of {of} failed to extract")
-        if rate is None:
-            rate = default_rate(fmt, config)
+    rates: dict[str, Rate] = {}
+    samples: dict[str, list[SampleDoc]] = {}
+    for fmt in sorted(work.by_rate):
+        rate = learnt_rate(work.learnt[fmt] if fmt != UNKNOWN else work.all_learnt)
+        if rate is not None:
+            rates[fmt] = rate
+        elif measure is not None and (
+            sample := choose_sample(work.strata[fmt], work.sample_max_bytes)
+        ):
+            samples[fmt] = sample
+        else:
+            rates[fmt] = default_rate(fmt, config)
             defaults.append(fmt)
-        elif rate.documents:
+    everything = [doc for sample in samples.values() for doc in sample]
+    measured = list(measure(everything)) if measure is not None and everything else []
+    held = known(set().union(*(m.chunks for m in measured))) if known and measured else set()
+    at = 0
+    for fmt, sample in samples.items():
+        per_doc = [
+            (
+                m.size,
+                sum(t for h, t in m.chunks.items() if h not in held),
+                sum(1 for h in m.chunks if h not in held),
+            )
+            for m in measured[at : at + len(sample)]
+        ]
+        failed = sum(1 for m in measured[at : at + len(sample)] if not m.chunks)
+        at += len(sample)
+        t, c, lo, hi = sampled_rates(work.strata[fmt], sample, per_doc)
+        docs = work.docs_by_rate[fmt]
+        # A document with new text is at least one chunk.
+        c = max(c, docs * sum(1 for _, _, n in per_doc if n) / len(sample))
+        tokens, chunks, low, high = tokens + t, chunks + c, low + lo, high + hi
+        notes.append(
+            f"{fmt} from a sample of {len(sample)} of its {_plural(docs, 'document')} "
+            "to read, read and chunked for this estimate"
+            + (f" ({failed} failed, priced as 0)" if failed else "")
+        )
+    for fmt, rate in rates.items():
+        if rate.documents:
             notes.append(f"{fmt} from {_plural(rate.documents, 'prior document')}")
-        t = size * rate.tokens_per_byte
+        t = work.by_rate[fmt] * rate.tokens_per_byte
         tokens += t
-        chunks += max(size * rate.chunks_per_byte, fmt_chunks_at_least)
+        chunks += work.by_rate[fmt] * rate.chunks_per_byte
         low, high = low + t * rate.low, high + t * rate.high
     rough = bool(defaults)
     if defaults:
         notes.append(f"{', '.join(defaults)} rough (no prior of the format: default rates)")
-    if work.edited_tokens:
-        if work.edited_docs >= EDITS_TO_LEARN and work.edited_prior_tokens:
-            share = work.edited_prior_new_tokens / work.edited_prior_tokens
-            notes.append(
-                f"an edited document re-embeds ~{share:.0%} of its tokens, as the "
-                f"{_plural(work.edited_docs, 'document')} edited in the prior run did"
-            )
-        else:
-            share, rough = EDIT_SHARE, True
-            notes.append(
-                f"an edited document re-embeds ~{share:.0%} of its tokens (rough: the prior "
-                "has too few edited documents to learn from)"
-            )
-        tokens += share * work.edited_tokens
-        chunks += share * work.edited_chunks
+    if work.edited_docs:
+        notes.append(
+            f"{_plural(work.edited_docs, 'edited document')} from its prior rows: one chunk "
+            "plus its bytes changed"
+        )
+        tokens += work.edited_tokens
+        chunks += work.edited_chunks
         low += work.edited_one_chunk
-        high += work.edited_tokens
+        high += work.edited_all
     return Estimate(
         bytes_to_read,
         _ceil(chunks),
@@ -605,7 +699,7 @@ def _estimate(
         _ceil(high),
         "; ".join(notes) or "nothing to read",
         rough,
-        documents_read,
+        len(everything),
     )
 
 
@@ -629,31 +723,37 @@ def read_failures(paths: Sequence[str]) -> pa.Table:
 
 
 def measure_sample(settings: RunSettings) -> Measure:
-    """Measures sampled documents as the run would read them: through ``ObjectReader`` (its
-    version pin, --max-document-bytes and symlink rules), extracted by the run's isolated
-    ``Extractor`` (its limits and PDF engine: a hostile document costs a timeout or a
-    failure, never the plan), tokens counted by the config's tokenizer."""
+    """Measures sampled documents as the run would make them: read through ``ObjectReader``
+    (its version pin, --max-document-bytes and symlink rules), then
+    ``document.process_document`` with the run's isolated ``Extractor`` and ``ChunkInChild``
+    (its limits and PDF engine; extraction, and chunking of a long document, in the parser
+    child: a hostile document costs a timeout or a failure, never the plan). A document the
+    run would fail has no chunks."""
 
-    def measure(docs: Sequence[SampleDoc]) -> list[tuple[int, int] | None]:
+    def measure(docs: Sequence[SampleDoc]) -> list[Measured]:
+        from chunkmill import document
         from chunkmill.config import Chunking
         from chunkmill.isolation import Extractor
 
         config = settings.config
         within = None if settings.follow_symlinks else storage.local_roots(settings.inputs)
         read = storage.ObjectReader(billing_project=settings.billing_project, within=within)
-        count_tokens = Chunking(config).count_tokens
-        out: list[tuple[int, int] | None] = []
+        chunking = Chunking(config)
+        out: list[Measured] = []
         extractor = Extractor(config.limits, **config.extract_options())
+        in_child = document.ChunkInChild(extractor.call, config)
         try:
             for doc in docs:
+                item = WorkItem(doc.doc_id, doc.uri, doc.size, version=doc.version)
                 try:
                     data = read(doc.uri, doc.version, max_bytes=config.limits.max_document_bytes)
-                    text = extractor(doc.uri, data).text
-                except Exception as e:  # the run would record it as failed: not in the rate
+                    outcome = document.process_document(item, data, chunking, extractor, in_child)
+                except Exception as e:  # the run would record it as failed: no chunks
                     _LOG.info("sample %s not measured: %s", doc.uri, e)
-                    out.append(None)
+                    out.append(Measured(doc.size, {}))
                     continue
-                out.append((len(data), count_tokens(text)))
+                chunks = {r["chunk_hash"]: r["token_count"] for r in outcome.occurrences}
+                out.append(Measured(len(data), chunks))
         finally:
             extractor.close()
         return out
@@ -661,33 +761,68 @@ def measure_sample(settings: RunSettings) -> Measure:
     return measure
 
 
+_PROVEN_COLUMNS = list(dict.fromkeys([*schema.OCCURRENCE_FIELDS, *_PRIOR_COLUMNS]))
+
+
+def proven_prior(paths: Sequence[str], columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The prior manifest files' rows, part by part, read by the run's own
+    ``transforms.prior.read_part`` (page checksums verified, ids and hashes validated) with
+    every column the run reads of them, so a prior the run refuses is refused here with the
+    same line (``RunRefused``); ``columns`` of them."""
+    for path in paths:
+        for part in prior_parts.list_parts(path):
+            yield prior_parts.read_part(part, _PROVEN_COLUMNS).select(list(columns))
+
+
+def prior_hashes(paths: Sequence[str]) -> KnownHashes:
+    """Of some chunk hashes, those the prior manifest files hold (one more pass over their
+    ``chunk_hash`` column)."""
+
+    def known(hashes: set[str]) -> set[str]:
+        if not hashes or not paths:
+            return set()
+        wanted = pa.array(sorted(hashes), pa.string())
+        found: set[str] = set()
+        for path in paths:
+            for part in prior_parts.list_parts(path):
+                column = prior_parts.read_part(part, ["chunk_hash"])["chunk_hash"]
+                found.update(pc.filter(column, pc.is_in(column, value_set=wanted)).to_pylist())
+        return found
+
+    return known
+
+
 def make_plan(settings: RunSettings) -> Plan:
-    """Lists the inputs and reads the prior manifest and errors (if any), and a small sample
-    of the documents to read of a format whose rate only its text can tell
-    (``SAMPLED_FORMATS``, when the prior teaches none); writes nothing."""
+    """Lists the inputs and reads the prior manifest (proven as the run proves it: a prior
+    the run refuses is a ``UsageError`` with the run's line) and errors (if any), and a sample
+    of the documents to read of a format the prior teaches no rate of; writes nothing."""
     listing = list_inputs(
         settings.inputs, settings.output, settings.billing_project, settings.listing_rules()
     )
     _LOG.info("listed %d documents", listing.num_rows)
-    if not settings.prior_files:
-        prior = EMPTY_SUMMARY
-    else:
-        paths = list(settings.prior_files)  # proven before (pipeline.preflight)
-        prior = summarise_prior(tables.read_parquet_batches(paths, _PRIOR_COLUMNS))
-        _LOG.info(
-            "prior manifest: %s in %s",
-            _plural(prior.num_rows, "document"),
-            _plural(len(paths), "file"),
+    paths = list(settings.prior_files)  # footers and sizes proven before (pipeline.preflight)
+    try:
+        if not paths:
+            prior = EMPTY_SUMMARY
+        else:
+            prior = summarise_prior(proven_prior(paths, _PRIOR_COLUMNS))
+            _LOG.info(
+                "prior manifest: %s in %s",
+                _plural(prior.num_rows, "document"),
+                _plural(len(paths), "file"),
+            )
+        failures = read_failures(settings.prior_errors)
+        return compare(
+            listing,
+            prior,
+            settings.config,
+            failures,
+            attempt_key(settings.config),
+            measure_sample(settings),
+            prior_hashes(paths),
         )
-    failures = read_failures(settings.prior_errors)
-    return compare(
-        listing,
-        prior,
-        settings.config,
-        failures,
-        attempt_key(settings.config),
-        measure_sample(settings),
-    )
+    except RunRefused as e:
+        raise UsageError(e.line) from None
 
 
 def _plural(n: int, noun: str) -> str:

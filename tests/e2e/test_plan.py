@@ -128,7 +128,9 @@ def test_plan_of_a_first_run_creates_no_output(corpus, tmp_path, capsys):
     out = tmp_path / "nothing-here"
     counts, named, text = plan(capsys, "--input", str(corpus / "**"), "--output", str(out))
     assert counts["new"] == 6 and counts["listed"] == 6
-    assert "rough (no prior of the format: default rates)" in text
+    # No prior to learn rates from: each format's documents are read and chunked instead.
+    assert "markdown from a sample of 2 of its 2 documents to read, read and chunked" in text
+    assert "6 documents read for the estimate; nothing was written" in text
     assert not out.exists()
 
 
@@ -191,8 +193,9 @@ def lined_pdf(text: str, lines: int, seed: int) -> bytes:
 
 
 def test_plan_of_a_first_run_over_pdfs_samples_them(chunkmill, tmp_path, capsys):
-    """No prior, PDFs whose text per byte is far from the default: plan reads a sample of
-    them and is within 2x of what the run embeds."""
+    """No prior, PDFs whose text per byte is far from the default: plan reads, extracts and
+    chunks a sample of them (the broken one included: it embeds nothing) and is within 2x
+    of what the run embeds."""
     from tests.e2e.conftest import prose
 
     root = tmp_path / "docs"
@@ -208,5 +211,9 @@ def test_plan_of_a_first_run_over_pdfs_samples_them(chunkmill, tmp_path, capsys)
     planned = estimate(text)
     embedded = chunkmill(*args[:2], run_id="first").counts["tokens_to_embed"]
     assert embedded > 0 and embedded / 2 <= planned <= embedded * 2, (planned, embedded)
-    assert "pdf from a sample of 8 of 11 PDFs to read (read for this estimate" in text, text
-    assert "8 documents read for the estimate; nothing was written" in text
+    assert (
+        "pdf from a sample of 11 of its 11 documents to read, read and chunked for this estimate"
+        in text
+    )
+    assert "(1 failed, priced as 0)" in text
+    assert "11 documents read for the estimate; nothing was written" in text

@@ -220,22 +220,20 @@ def test_default_rates_follow_the_tokenizer(tokenizer, factor):
     assert plan.default_rate("rst", config).tokens_per_byte == pytest.approx(0.25 * factor)
 
 
-def test_an_edited_document_is_priced_from_its_own_rows_and_the_edit_share():
-    # 4 chunks of 10 tokens at 100 bytes; now 200 bytes: ~80 tokens, of which a share is new.
+def test_an_edited_document_is_priced_as_one_chunk_plus_its_bytes_changed():
+    # 4 chunks of 10 tokens at 100 bytes; now 110 bytes: 44 tokens scaled, 10% of its bytes
+    # changed: one chunk (10 tokens) and 10% of 44.
     summary = plan.summarise_prior(prior_table(prior_rows("/c/a.md", 4, V1)))
-    e = plan.compare(listing(("/c/a.md", 200, V2)), summary, SMALL).estimate
-    assert e.tokens == round(80 * plan.EDIT_SHARE)
-    assert (e.low, e.high) == (10, 80)  # one chunk .. all of it
-    assert e.rough and "rough" in e.basis
-
-
-def test_the_edit_share_is_learnt_from_documents_the_prior_run_found_partly_new():
-    edited = [r for i in range(3) for r in prior_rows(f"/c/e{i}.md", 10, V1, new=1)]
-    summary = plan.summarise_prior(prior_table(edited + prior_rows("/c/a.md", 4, V1)))
-    e = plan.compare(listing(("/c/a.md", 100, V2)), summary, SMALL).estimate
-    assert e.tokens == 4  # 10% of 40 tokens
-    assert "~10% of its tokens, as the 3 documents edited in the prior run did" in e.basis
-    assert not e.rough
+    e = plan.compare(listing(("/c/a.md", 110, "size=110;mtime=2.0")), summary, SMALL).estimate
+    assert (e.tokens, e.chunks) == (15, 2)  # 14.4 tokens, 1.44 chunks
+    assert (e.low, e.high) == (10, 44)  # one chunk .. all of it
+    assert "1 edited document from its prior rows" in e.basis and not e.rough
+    # The same size (a word replaced, or only touched): one chunk.
+    e = plan.compare(listing(("/c/a.md", 100, "size=100;mtime=2.0")), summary, SMALL).estimate
+    assert (e.tokens, e.chunks) == (10, 1)
+    # Rewritten to three times its size: all of it, no more.
+    e = plan.compare(listing(("/c/a.md", 300, "size=300;mtime=2.0")), summary, SMALL).estimate
+    assert (e.tokens, e.chunks) == (120, 12)
 
 
 def test_a_document_that_failed_before_and_did_not_change_is_not_read():
@@ -366,55 +364,64 @@ def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(mon
     assert redacted in printed and "SENTINEL" not in printed
 
 
-def test_a_sampled_rate_is_the_sample_s_tokens_per_byte_with_its_spread():
-    # 1,000 and 9,000 tokens in 100,000 bytes each: 0.05 tokens per byte, the documents at
-    # 0.2x and 1.8x of it (the range: at least TEXT_RANGE's 2x).
-    rate = plan.sampled_rate([(100_000, 1_000), (100_000, 9_000)], "pdf", SMALL)
-    assert rate is not None and rate.tokens_per_byte == pytest.approx(0.05)
-    default = plan.default_rate("pdf", SMALL)
-    per_chunk = default.tokens_per_byte / default.chunks_per_byte
-    assert rate.chunks_per_byte == pytest.approx(0.05 / per_chunk)
-    assert (rate.low, rate.high) == (pytest.approx(0.2), 2.0)
-    # A tight sample is still taken within at least TEXT_RANGE: the rest was not read.
-    tight = plan.sampled_rate([(1000, 100), (2000, 200)], "pdf", SMALL)
-    assert tight is not None and (tight.low, tight.high) == plan.TEXT_RANGE
-    assert plan.sampled_rate([], "pdf", SMALL) is None
-    assert plan.sampled_rate([(0, 0)], "pdf", SMALL) is None
+def _candidates(docs: list[tuple[str, int]]) -> plan._Strata:
+    strata = plan._Strata()
+    for uri, size in docs:
+        strata.add(plan.SampleDoc.of(ids.doc_id(uri), uri, V1, size), plan.SAMPLE_BYTES)
+    return strata
 
 
-def test_the_sample_is_the_smallest_doc_ids_within_the_byte_budget():
-    docs = [plan.SampleDoc(f"{i:02d}", f"/c/{i}.pdf", V1, 10) for i in range(20)]
-    assert [d.doc_id for d in plan.choose_sample(reversed(docs))] == [
-        f"{i:02d}" for i in range(plan.SAMPLE_DOCUMENTS)
+def test_the_sample_covers_every_folder_and_size_in_a_seeded_order():
+    # 2 folders x 3 size classes (1 KB, 16 KB, 256 KB), 10 documents each.
+    docs = [
+        (f"/c/{folder}/{size}-{i}.pdf", size)
+        for folder in ("a", "b")
+        for size in (1_000, 16_000, 256_000)
+        for i in range(10)
     ]
-    big = plan.SampleDoc("00", "/c/big.pdf", V1, 95)
-    # The big one leads by doc_id; the next that would pass the budget is skipped.
-    chosen = plan.choose_sample([big, *docs[1:]], max_bytes=120)
-    assert [d.doc_id for d in chosen] == ["00", "01", "02"]
+    chosen = plan.choose_sample(_candidates(docs))
+    strata = {(d.uri.split("/")[2], d.size) for d in chosen}
+    assert len(chosen) == plan.SAMPLE_DOCUMENTS and len(strata) == 6
+    assert chosen == plan.choose_sample(_candidates(list(reversed(docs))))  # order-free
+    smallest_ids = sorted(docs, key=lambda d: ids.doc_id(d[0]))[: plan.SAMPLE_DOCUMENTS]
+    assert {d.uri for d in chosen} != {u for u, _ in smallest_ids}
+    # Within the byte budget: a document that would pass it is skipped.
+    budget = plan.choose_sample(_candidates(docs), max_bytes=300_000)
+    assert sum(d.size for d in budget) <= 300_000 and {d.size for d in budget} == {
+        256_000, 16_000, 1_000
+    }  # fmt: skip
 
 
-def _pdfs(n: int, size: int = 10_000) -> pa.Table:
-    return listing(*((f"/c/{i:02d}.pdf", size, V1) for i in range(n)))
+def _pdfs(n: int, size: int = 10_000, folder: str = "c") -> pa.Table:
+    return listing(*((f"/{folder}/{i:02d}-{size}.pdf", size, V1) for i in range(n)))
 
 
-def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
-    asked: list[list[str]] = []
+def _measure(asked: list[list[str]], per_doc: dict[int, int]):
+    """A measure giving a document of each size its tokens per ``per_doc``, as chunks of
+    10 tokens with hashes of its URI."""
 
     def measure(docs):
         asked.append([d.uri for d in docs])
-        # Every document: 100 tokens in its 10,000 bytes (0.01 a byte), one fails.
-        return [None if i == 0 else (d.size, 100) for i, d in enumerate(docs)]
+        return [
+            plan.Measured(d.size, {f"{d.uri}#{k}": 10 for k in range(per_doc[d.size] // 10)})
+            for d in docs
+        ]
 
-    p = plan.compare(_pdfs(31), plan.EMPTY_SUMMARY, SMALL, measure=measure)
+    return measure
+
+
+def test_a_first_run_over_pdfs_is_priced_by_size_class_from_a_sample_it_reads():
+    # Small PDFs are text (100 tokens in 1 KB), large ones drawings (500 tokens in 100 KB):
+    # the bytes of each size class at its own rate, not at a rate pooled over the sample.
+    listed = pa.concat_tables([_pdfs(20, 1_000, "text"), _pdfs(20, 100_000, "drawings")])
+    asked: list[list[str]] = []
+    measure = _measure(asked, {1_000: 100, 100_000: 500})
+    p = plan.compare(listed, plan.EMPTY_SUMMARY, SMALL, measure=measure)
     e = p.estimate
     assert len(asked) == 1 and len(asked[0]) == plan.SAMPLE_DOCUMENTS
-    by_id = sorted((ids.doc_id(f"/c/{i:02d}.pdf"), f"/c/{i:02d}.pdf") for i in range(31))
-    assert asked[0] == [u for _, u in by_id[: plan.SAMPLE_DOCUMENTS]]
-    assert e.tokens == 31 * 100 and e.documents_read == plan.SAMPLE_DOCUMENTS
-    assert "pdf from a sample of 8 of 31 PDFs to read (read for this estimate" in e.basis
-    assert "1 failed to extract, left out" in e.basis and "prior document" not in e.basis
-    # Each of the 7 in 8 documents that extract is a chunk at least.
-    assert e.chunks == 28
+    assert (e.tokens, e.chunks) == (20 * 100 + 20 * 500, 20 * 10 + 20 * 50)
+    assert e.documents_read == plan.SAMPLE_DOCUMENTS and not e.rough
+    assert "pdf from a sample of 16 of its 40 documents to read, read and chunked" in e.basis
     settings = RunSettings(
         inputs=("/c/*",),
         output="/out",
@@ -425,24 +432,44 @@ def test_a_first_run_over_pdfs_is_priced_by_a_sample_it_reads():
         config=SMALL,
     )
     text = plan.render(p, settings)
-    assert "8 documents read for the estimate; nothing was written" in text
+    assert "16 documents read for the estimate; nothing was written" in text
     assert "no document was read" not in text
 
 
-def test_a_sample_that_fails_entirely_falls_back_to_the_default():
-    e = plan.compare(
-        _pdfs(3), plan.EMPTY_SUMMARY, SMALL, measure=lambda docs: [None] * len(docs)
-    ).estimate
-    tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
-    assert e.tokens == round(30_000 * tokens_per_byte) and e.rough
-    assert e.documents_read == 3 and "every sampled document" in e.basis
+def test_sampled_chunks_the_prior_holds_are_not_priced():
+    # Re-chunked under another config: the sampled documents make chunks of 10 tokens, one of
+    # each document's two already in the prior (its text did not change).
+    rows = [r for i in range(4) for r in prior_rows(f"/c/{i:02d}-1000.md", 2, V1, fp="old")]
+    summary = plan.summarise_prior(prior_table(rows))
+    asked: list[list[str]] = []
+    held: list[set[str]] = []
+
+    def known(hashes: set[str]) -> set[str]:
+        held.append(hashes)
+        return {h for h in hashes if h.endswith("#0")}
+
+    listed = listing(*((f"/c/{i:02d}-1000.md", 1000, V1) for i in range(4)))
+    measure = _measure(asked, {1000: 20})
+    e = plan.compare(listed, summary, SMALL, measure=measure, known=known).estimate
+    assert (e.tokens, e.chunks) == (40, 4) and len(held[0]) == 8
 
 
-def test_a_learnt_pdf_rate_or_text_formats_read_no_sample():
+def test_sampled_documents_that_fail_are_priced_as_nothing():
+    def measure(docs):
+        return [plan.Measured(d.size, {}) for d in docs]
+
+    e = plan.compare(_pdfs(3), plan.EMPTY_SUMMARY, SMALL, measure=measure).estimate
+    assert (e.tokens, e.chunks) == (0, 0) and e.documents_read == 3
+    assert "(3 failed, priced as 0)" in e.basis
+
+
+def test_a_learnt_rate_or_a_document_too_large_reads_no_sample():
     def measure(docs):
         raise AssertionError("read a document")
 
-    rows = prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf")
+    rows = prior_rows("/c/r.pdf", 2, "size=10000;mtime=1.0", fmt="pdf") + prior_rows(
+        "/c/a.md", 2, "size=100;mtime=1.0"
+    )
     summary = plan.summarise_prior(prior_table(rows))
     listed = listing(("/c/n.pdf", 5000, V1), ("/c/n.md", 5000, V1))
     e = plan.compare(listed, summary, SMALL, measure=measure).estimate
@@ -451,3 +478,22 @@ def test_a_learnt_pdf_rate_or_text_formats_read_no_sample():
     small = ChunkingConfig.create("paragraph", limits=Limits(max_document_bytes=100))
     e = plan.compare(_pdfs(2), plan.EMPTY_SUMMARY, small, measure=measure).estimate
     assert e.documents_read == 0 and "pdf rough" in e.basis
+
+
+def test_the_prior_is_proven_by_the_run_s_own_reader_and_refused_with_its_line(tmp_path):
+    from chunkmill.items import PriorPart
+    from chunkmill.refusal import RunRefused
+    from chunkmill.transforms import prior
+    from tests.unit.test_prior_integrity import flip_a_hash, hand_rows, write
+
+    rows = hand_rows(20)
+    path = write(tmp_path / "part-0.parquet", rows)
+    summary = plan.summarise_prior(plan.proven_prior([str(path)], plan._PRIOR_COLUMNS))
+    assert summary["rows"].to_pylist() == [20]
+    # A flipped byte in chunk_hash, a column the summary does not need: the run reads it.
+    flip_a_hash(path, rows)
+    with pytest.raises(RunRefused) as by_run:
+        prior.read_part(PriorPart(str(path), 0), ["doc_id", "chunk_hash"])
+    with pytest.raises(RunRefused) as by_plan:
+        list(plan.proven_prior([str(path)], plan._PRIOR_COLUMNS))
+    assert by_plan.value.line == by_run.value.line
