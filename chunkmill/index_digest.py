@@ -238,10 +238,15 @@ def _parts(table: pa.Table, vectors: VectorDigests, buckets: int) -> _Parts:
 
 
 def state_buckets(
-    batches: Iterable[pa.Table], model_key: str, vectors: VectorDigests, buckets: int
+    batches: Iterable[pa.Table],
+    model_key: str,
+    vectors: VectorDigests,
+    buckets: int,
+    into: Buckets | None = None,
 ) -> Buckets:
-    """The bucket aggregates of the rows an index equal to the state holds."""
-    found = Buckets.empty(buckets)
+    """The bucket aggregates of the rows an index equal to the state holds (added to
+    ``into`` when given)."""
+    found = into if into is not None else Buckets.empty(buckets)
     for table in batches:
         p = _parts(table, vectors, buckets)
         values = np.fromiter(
@@ -272,13 +277,16 @@ def state_rows(
     kept: list[pa.Table] = []
     parts: dict[str, tuple[str, bytes, bytes]] = {}
     for table in batches:
-        p = _parts(table, vectors, buckets)
-        mask = np.isin(p.buckets, among)
+        ids = table["chunk_id"].to_pylist()
+        where = np.fromiter((bucket_of(i, buckets) for i in ids), np.int64, len(ids))
+        mask = np.isin(where, among)
         if not mask.any():
             continue
-        kept.append(table.filter(pa.array(mask)))
-        for i in np.flatnonzero(mask):
-            parts[p.chunk_ids[i]] = (p.hashes[i], p.metas[i], p.vectors[i])
+        rows = table.filter(pa.array(mask))
+        kept.append(rows)
+        p = _parts(rows, vectors, buckets)
+        for i, chunk_id in enumerate(p.chunk_ids):
+            parts[chunk_id] = (p.hashes[i], p.metas[i], p.vectors[i])
     rows = pa.concat_tables(kept) if kept else None
     return Expected(rows if rows is not None else _no_rows(), parts)
 
@@ -394,27 +402,76 @@ def compare(
     manifest: Callable[[], Iterable[pa.Table]],
     counts: tuple[int, int],
     model_key: str,
-    vectors: VectorDigests,
+    vectors: Callable[[int, int], VectorDigests],
 ) -> Comparison:
     """Compares the index ``table`` with the state whose manifest ``manifest()`` streams
-    (called twice: once for the aggregates, once for the rows of the buckets that differ);
-    ``counts`` are the rows of the state and of the index, which size the buckets."""
+    (read once for the aggregates and once for the rows of the buckets that differ, each
+    time once per share); ``counts`` are the rows of the state and of the index, which size
+    the buckets and the shares; ``vectors(share, shares)`` the store's digests of a share."""
     state_count, index_count = counts
     buckets = bucket_count(max(state_count, index_count))
-    ours = state_buckets(manifest(), model_key, vectors, buckets)
+    n = share_count(max(state_count, index_count))
+    if index_count == 0:  # every row is missing: the rows need no digest
+        vectors(0, n)  # but every vector file is read, and so checked, all the same
+        return _all_missing(manifest(), state_count)
+    ours = Buckets.empty(buckets)
+    for share in range(n):
+        held = vectors(share, n)
+        state_buckets(in_share(manifest(), share, n), model_key, held, buckets, into=ours)
     theirs = index_buckets(conn, table, buckets)
     among = differing(ours, theirs)
     if not len(among):
         empty = pa.array([], pa.string())
         drift = Drift(empty, empty, empty, empty, empty, empty, empty)
         return Comparison(drift, _no_rows(), state_count)
-    expected = state_rows(manifest(), vectors, buckets, among)
-    drift = classify(expected.parts, index_rows(conn, table, buckets, among), model_key)
-    write = drift.to_write
-    rows = expected.rows
+    parts: dict[str, tuple[str, bytes, bytes]] = {}
+    kept: list[pa.Table] = []
+    for share in range(n):
+        expected = state_rows(in_share(manifest(), share, n), vectors(share, n), buckets, among)
+        parts.update(expected.parts)
+        if expected.rows.num_rows:
+            kept.append(expected.rows)
+    drift = classify(parts, index_rows(conn, table, buckets, among), model_key)
+    rows = pa.concat_tables(kept) if kept else _no_rows()
     if rows.num_rows:
-        rows = rows.filter(pc.is_in(rows["chunk_id"], value_set=write))
+        rows = rows.filter(pc.is_in(rows["chunk_id"], value_set=drift.to_write))
     return Comparison(drift, rows, state_count)
+
+
+def _all_missing(batches: Iterable[pa.Table], state_count: int) -> Comparison:
+    rows = pa.concat_tables(list(batches)) if state_count else _no_rows()
+    empty = pa.array([], pa.string())
+    missing = rows["chunk_id"].combine_chunks().cast(pa.string())
+    drift = Drift(missing, empty, empty, empty, empty, empty, empty)
+    return Comparison(drift, rows, state_count)
+
+
+# The store's vector digests are held a share of the hashes at a time (by the first hex digit
+# of the hash): at most about this many at once, ~200 MB; a larger state reads the manifest
+# and the store once per share.
+SHARE_HASHES = 4_000_000
+MAX_SHARES = 16
+
+
+def share_count(rows: int) -> int:
+    """How many shares (a power of two, at most 16) a comparison of ``rows`` rows takes."""
+    n = 1
+    while n * SHARE_HASHES < rows and n < MAX_SHARES:
+        n *= 2
+    return n
+
+
+def in_share(tables: Iterable[pa.Table], share: int, shares: int) -> Iterator[pa.Table]:
+    """The rows of ``tables`` (with ``chunk_hash``) whose hash is in share ``share``."""
+    digits = pa.array([f"{d:x}" for d in range(16) if d % shares == share])
+    for t in tables:
+        if shares == 1:
+            yield t
+            continue
+        first = pc.utf8_slice_codeunits(t["chunk_hash"], 0, 1)
+        kept = t.filter(pc.is_in(first, value_set=digits))
+        if kept.num_rows:
+            yield kept
 
 
 # ---------------------------------------------------------------------------------------------

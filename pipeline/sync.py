@@ -170,7 +170,11 @@ def plan(
         return tables.read_parquet_batches(state.manifest, columns)
 
     state_rows = sum(tables.footer_rows(path) for path in state.manifest)
-    vectors = index_digest.VectorDigests(embedstore.read_vectors(settings.output, model_key))
+
+    def vectors(share: int, shares: int) -> index_digest.VectorDigests:
+        stored = embedstore.read_vectors(settings.output, model_key)
+        return index_digest.VectorDigests(index_digest.in_share(stored, share, shares))
+
     found = index_digest.compare(
         index.connection, index.table, manifest, (state_rows, index.count()), model_key, vectors
     )

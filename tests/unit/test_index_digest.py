@@ -159,3 +159,35 @@ def test_negative_zero_is_not_zero():
     assert index_digest.vector_send(np.array([-0.0, 1.0], np.float32)) == bytes.fromhex(
         "00020000800000003f800000"
     )
+
+
+@pytest.mark.parametrize("share_hashes", [index_digest.SHARE_HASHES, 1])
+def test_compare_names_the_rows_that_differ_holding_a_share_of_the_vectors_at_a_time(
+    index, monkeypatch, share_hashes
+):
+    _, conn = index
+    monkeypatch.setattr(index_digest, "SHARE_HASHES", share_hashes)
+    manifest = pa.table(
+        {c: [r[c] for r in manifest_rows()] for c in ("chunk_id", *vector_index.METADATA)}
+    )
+    rows = manifest_rows()
+    shares_seen = []
+
+    def vectors(share: int, shares: int) -> index_digest.VectorDigests:
+        shares_seen.append(shares)
+        table = pa.table(
+            {
+                "chunk_hash": [r["chunk_hash"] for r in rows],
+                "vector": pa.array(VECTORS, pa.list_(pa.float32(), 4)),
+            }
+        )
+        return index_digest.VectorDigests(index_digest.in_share([table], share, shares))
+
+    conn.execute("UPDATE chunks SET embedding = '[0,0,0,1]' WHERE chunk_id = 'id-0-é'")
+    conn.execute("UPDATE chunks SET char_end = char_end + 1 WHERE chunk_id = 'id-1-é'")
+    found = index_digest.compare(conn, "chunks", lambda: [manifest], (4, 4), KEY, vectors)
+    assert found.drift.vector.to_pylist() == ["id-0-é"]
+    assert found.drift.metadata.to_pylist() == ["id-1-é"]
+    assert found.drift.total == 2
+    assert sorted(found.rows["chunk_id"].to_pylist()) == ["id-0-é", "id-1-é"]
+    assert set(shares_seen) == ({1} if share_hashes > 4 else {4})
