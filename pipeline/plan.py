@@ -96,14 +96,15 @@ FALLBACK_BYTES_PER_TOKEN = 4.0
 # does them (``measure_sample``), its tokens counted only for chunks whose text the prior does
 # not hold already (a re-chunked Markdown file whose chunks did not change embeds nothing).
 #
-# The sample of a format: strata by folder and size class (a factor of 4 in bytes), taken in
-# turn (the largest size class first, its folders in turn) and within a stratum in the order
-# of SHA-256(SAMPLE_SEED + doc_id), so the same listing gives the same sample every time and
+# The sample of a format: strata by folder and size class (a factor of 4 in bytes); every
+# folder is sampled before a second document of one, every size class of a folder before a
+# second of one (``choose_sample``), and within a stratum in the order of
+# SHA-256(SAMPLE_SEED + doc_id), so the same listing gives the same sample every time and
 # neither names nor ids decide it; at most SAMPLE_DOCUMENTS a format (each costs a parse, up
-# to --timeout-seconds: a hostile document costs a timeout, never the plan) and SAMPLE_BYTES
-# in all; a document larger than SAMPLE_BYTES alone is never sampled. The sampled documents'
-# tokens and chunks per byte, per size class (else of all the sample), times the bytes of
-# that class's documents to read, is the format's estimate.
+# to --doc-timeout-seconds: a hostile document costs a timeout, never the plan) and
+# SAMPLE_BYTES in all; a document larger than SAMPLE_BYTES alone is never sampled. Each
+# stratum's bytes to read at its sampled tokens and chunks per byte (else its folder's, its
+# size class's, the whole sample's) is the format's estimate (``sampled_rates``).
 SAMPLE_DOCUMENTS = 16
 SAMPLE_BYTES = 64 * 1024 * 1024
 SAMPLE_SEED = "chunkmill plan sample 1"
