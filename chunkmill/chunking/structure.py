@@ -4,13 +4,13 @@
 Those strategies find their cuts with patterns over the text (blank lines, line ends,
 sentence marks, spaces). :func:`masked` gives them a copy of the text, of the same length,
 in which every such character inside a block that fits a chunk is replaced by a stand-in that
-no pattern matches (a private-use character). Offsets are the same in both texts, so the
-spans the strategy finds in the copy are spans of the text, and no cut falls inside a block
-that fits: such a block lies whole in a chunk. A block that does not fit is masked line by
-line instead, each line that fits on its own in the same way, so it is cut at its own lines
-(and a line alone over the budget where the strategy cuts any text). Token counts are taken
-on the text itself: :class:`Unmasking` wraps a token counter so that it counts what a copy's
-slice stands for.
+no pattern matches (an ASCII control character, or a private-use one). Offsets are the same
+in both texts, so the spans the strategy finds in the copy are spans of the text, and no cut
+falls inside a block that fits: such a block lies whole in a chunk. A block that does not
+fit is masked line by line instead, each line that fits on its own in the same way, so it is
+cut at its own lines (and a line alone over the budget where the strategy cuts any text).
+Token counts are taken on the text itself: :class:`Unmasking` wraps a token counter so that
+it counts what a copy's slice stands for.
 
 A *block* is:
 
@@ -22,8 +22,9 @@ A *block* is:
   from a line starting with a marker (``-``, ``*``, ``+``, ``1.``, ``1)``) to the blank line
   after which no item or indented line goes on.
 
-Blocks that overlap are one block. A text holding a stand-in character already is left as
-it is (its counts could not be told from a masked copy's).
+Blocks that overlap are one block. A text holding a stand-in character already (a control
+character such as U+0001, or one of that private-use range) is left as it is: its counts
+could not be told from a masked copy's.
 """
 
 from __future__ import annotations
@@ -35,17 +36,29 @@ from typing import Any
 from chunkmill.chunking.base import TokenCounter, rstrip_end
 from chunkmill.chunking.markdown import LIST, NONSPACE, closing_fence_end, region_blocks
 
-# A stand-in for character c is chr(_STAND_IN + ord(c)): Supplementary Private Use Area-A,
-# which no Unicode text assigns and which is neither whitespace nor a sentence mark.
-_STAND_IN = 0xF0000
-# What the strategies cut at: every whitespace character (all lie below U+3001) and the
-# sentence marks.
-_CUT_CHARACTERS = "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + ".?!"
-_MASK = str.maketrans({c: chr(_STAND_IN + ord(c)) for c in _CUT_CHARACTERS})
-_UNMASK = str.maketrans({chr(_STAND_IN + ord(c)): c for c in _CUT_CHARACTERS})
-_HAS_STAND_IN = re.compile("[\U000f0000-\U000f3000]")
+# Stand-ins: ASCII control characters that are neither whitespace nor sentence marks for the
+# ASCII characters the strategies cut at (str.translate has a fast path from ASCII to ASCII),
+# and for other whitespace chr(_WIDE_STAND_IN + ord(c)), in Supplementary Private Use Area-A,
+# which no Unicode text assigns (all whitespace lies below U+3001).
+_ASCII_CUTS = "".join(c for c in map(chr, range(128)) if c.isspace()) + ".?!"
+_ASCII_STAND_INS = "".join(map(chr, [*range(0x01, 0x09), *range(0x0E, 0x13)]))
+_WIDE_CUTS = "".join(c for c in map(chr, range(128, 0x3001)) if c.isspace())
+_WIDE_STAND_IN = 0xF0000
+_MASK = str.maketrans(_ASCII_CUTS, _ASCII_STAND_INS)
+_UNMASK = str.maketrans(_ASCII_STAND_INS, _ASCII_CUTS)
+_MASK_WIDE = str.maketrans({c: chr(_WIDE_STAND_IN + ord(c)) for c in _WIDE_CUTS})
+_UNMASK_WIDE = str.maketrans({chr(_WIDE_STAND_IN + ord(c)): c for c in _WIDE_CUTS})
+_WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
+_HAS_WIDE_STAND_IN = re.compile("[\U000f0000-\U000f3000]")
+_HAS_ASCII_STAND_IN = re.compile("[\x01-\x08\x0e-\x12]")
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*", re.M)
+# Matched at a line's start; found through _FENCE_CANDIDATE, whose literal first character
+# lets sre skip through the text in C (a "^" pattern under re.M is tried at every position).
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[^\n]*")
+_FENCE_CANDIDATE = re.compile(r"\n {0,3}(?:```|~~~)")
+# A delimiter row holds a "|" then a dash (after blanks and a colon): the candidate to look
+# for, matched in full (_DELIMITER_ROW) from its line's start.
+_ROW_CANDIDATE = re.compile(r"\|[ \t]*:?-")
 _DELIMITER_ROW = re.compile(
     r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*\r?$"
     r"|^ {0,3}\|[ \t]*:?-+:?[ \t]*\|[ \t]*\r?$",
@@ -68,8 +81,18 @@ def blocks(text: str) -> list[tuple[int, int]]:
             region_blocks(text, gap, start, out)
             found += [(s, e) for s, e, kind, _ in out if kind == LIST]
         gap = end
-    for m in _DELIMITER_ROW.finditer(text):
-        found.append(_table(text, m.start(), m.end()))
+    row_end = -1
+    for candidate in _ROW_CANDIDATE.finditer(text):
+        if candidate.start() < row_end:
+            continue  # a row already matched
+        line_start = text.rfind("\n", 0, candidate.start()) + 1
+        row = _DELIMITER_ROW.match(text, line_start)
+        if row is not None:
+            row_end = row.end()
+            found.append(_table(text, row.start(), row_end))
+        else:  # the line is not a row: skip its other candidates
+            newline = text.find("\n", candidate.start())
+            row_end = len(text) if newline < 0 else newline
     return _merged(text, found)
 
 
@@ -110,17 +133,19 @@ def masked(text: str, fits: Fits) -> str:
     stand-ins, and inside a block that does not, those of each of its lines that fits (its
     indentation and line end left as they are); ``text`` itself when there is nothing to
     mask."""
-    if "\n" not in text or _HAS_STAND_IN.search(text):
+    if "\n" not in text:
         return text
     found = blocks(text)
-    if not found:
+    if not found or _HAS_ASCII_STAND_IN.search(text):
+        return text
+    if not text.isascii() and _HAS_WIDE_STAND_IN.search(text):
         return text
     parts: list[str] = []
     done = 0
     for start, end in found:
         parts.append(text[done:start])
         if fits(start, end):
-            parts.append(text[start:end].translate(_MASK))
+            parts.append(_mask(text[start:end]))
         else:
             parts.append(_masked_lines(text, start, end, fits))
         done = end
@@ -143,7 +168,7 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
             inner = text[first.start() : last]
             parts += [
                 text[line_start : first.start()],
-                inner.translate(_MASK) if fits(first.start(), last) else inner,
+                _mask(inner) if fits(first.start(), last) else inner,
                 text[last:line_end],
             ]
         if line_end < end:
@@ -152,9 +177,19 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
     return "".join(parts)
 
 
+def _mask(part: str) -> str:
+    masked = part.translate(_MASK)
+    if _WIDE_SPACE.search(masked):
+        masked = masked.translate(_MASK_WIDE)
+    return masked
+
+
 def unmasked(text: str) -> str:
     """A masked copy (or a slice of one) as the text it stands for."""
-    return text.translate(_UNMASK)
+    text = text.translate(_UNMASK)
+    if _HAS_WIDE_STAND_IN.search(text):
+        text = text.translate(_UNMASK_WIDE)
+    return text
 
 
 class Unmasking:
@@ -166,7 +201,7 @@ class Unmasking:
         self.counter = counter
 
     def __call__(self, text: str) -> int:
-        return self.counter(text.translate(_UNMASK))
+        return self.counter(unmasked(text))
 
     def __repr__(self) -> str:
         return f"Unmasking({self.counter!r})"
@@ -212,9 +247,13 @@ def _fences(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = 0
     while True:
-        m = _FENCE.search(text, pos)
+        m = _FENCE.match(text, pos) if pos == 0 else None
         if m is None:
-            return out
+            candidate = _FENCE_CANDIDATE.search(text, max(pos - 1, 0))
+            if candidate is None:
+                return out
+            m = _FENCE.match(text, candidate.start() + 1)
+            assert m is not None  # the candidate is a fence line's start
         run = m.group(1)
         if run[0] == "`" and "`" in text[m.end(1) : m.end()]:
             pos = m.end()

@@ -255,10 +255,14 @@ def test_documents_whose_listing_version_is_unchanged_are_not_read(prior, tmp_pa
 
 
 def test_chunks_over_the_model_window_are_counted():
-    """all-MiniLM-L6-v2 reads 256 tokens: the chunks to embed longer than that are counted
-    where the counts are gathered, and only those."""
+    """all-MiniLM-L6-v2 reads 256 tokens: the chunks to embed longer than that (asked for
+    with max_embed_tokens) are counted where the counts are gathered, and only those."""
     config = ChunkingConfig.create(
-        "paragraph", tokenizer="all-minilm-l6-v2", max_tokens=400, overlap_tokens=0
+        "paragraph",
+        tokenizer="all-minilm-l6-v2",
+        max_tokens=400,
+        overlap_tokens=0,
+        max_embed_tokens=400,
     )
     words = " ".join(f"word{i}" for i in range(150))  # about 3 tokens a word
     store = {

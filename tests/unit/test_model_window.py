@@ -103,6 +103,12 @@ def test_a_larger_budget_only_when_asked():
     assert max(c.token_count for c in asked) > 256
 
 
+def test_run_tokenizer_file_has_its_window(small_window_tokenizer):
+    config = parse_run_args(["--tokenizer", small_window_tokenizer]).config
+    assert config.model_window == 128
+    assert config.description["markdown"]["params"]["max_embed_tokens"] == 128
+
+
 def test_run_model_names_the_tokenizer_and_the_window():
     for name in NAMES:
         config = parse_run_args(["--model", name]).config

@@ -93,6 +93,10 @@ def test_a_masked_copy_keeps_offsets_and_counts():
     assert copy.index("```") == text.index("```") and "\n\n" not in copy[9:25]
     assert Unmasking(len)(copy[9:25]) == 16 and Unmasking(str.split)(copy) == text.split()
     assert masked("no structure. here", lambda a, b: True) == "no structure. here"
+    wide = "- a\u3000b\xa0c. d\n- e"
+    assert unmasked(masked(wide, lambda a, b: True)) == wide
+    holding = text + "\x01"  # a stand-in already: its copy's counts would be wrong
+    assert masked(holding, lambda a, b: True) == holding
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
