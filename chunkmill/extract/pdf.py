@@ -138,15 +138,16 @@ def _pages_to_read(texts: list[str], ocr: str) -> list[int]:
     those without text (``auto``), all (``always``, which needs an engine)."""
     if ocr == OCR_NEVER or not texts:
         return []
+    wanted = [i for i, text in enumerate(texts) if ocr == OCR_ALWAYS or not text]
+    if not wanted:
+        return []
     from chunkmill.extract import ocr as ocr_engine
 
     if not ocr_engine.available():
         if ocr == OCR_ALWAYS:
             raise ExtractionError("unsupported", ocr_engine.MISSING)
         return []
-    if ocr == OCR_ALWAYS:
-        return list(range(len(texts)))
-    return [index for index, text in enumerate(texts) if not text]
+    return wanted
 
 
 def _with_pdfium_line_breaks(
