@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from chunkmill.extract import Extracted, ExtractionError, extract, uses_parser
+from chunkmill.extract import Extracted, ExtractionError, extract, format_by_name, uses_parser
 
 ExtractFn = Callable[..., Extracted]
 
@@ -244,11 +244,16 @@ class Extractor:
         try:
             return self._isolated(path, data, **self._options)
         except ParserCrashed as e:
-            # --pdf-engine auto falls back to pypdf when pdfium fails on a file; a segfault
-            # in PDFium (C) is the hardest way to fail, and pypdf (Python) cannot segfault.
-            if e.reason != "corrupt" or self._options.get("pdf_engine") != "auto":
+            # A segfault in PDFium (C) is the hardest way to fail, and pypdf (Python) cannot
+            # segfault: --pdf-engine auto falls back to pypdf, and pypdf, which asks PDFium
+            # for line ends and OCR renders, reads the file again without it.
+            engine = self._options.get("pdf_engine")
+            if e.reason != "corrupt" or self._options.get("use_pdfium") is False:
                 raise
-            return self._isolated(path, data, **{**self._options, "pdf_engine": "pypdf"})
+            if engine != "auto" and not (engine == "pypdf" and format_by_name(path) == "pdf"):
+                raise
+            retry = {**self._options, "pdf_engine": "pypdf", "use_pdfium": False}
+            return self._isolated(path, data, **retry)
 
     def call(self, fn: Callable[..., Any], path: str, data: bytes, **options: Any) -> Any:
         """``fn(path, data, **options)`` in this instance's child: ``IsolatedExtractor.call``."""

@@ -189,6 +189,7 @@ def extract(
     max_pdf_pages: int | None = None,
     ocr: str = "never",
     pdf_password: str | None = None,
+    use_pdfium: bool = True,
 ) -> Extracted:
     """Turn one document into text; ``path`` only chooses the format (see ``detect_format``).
 
@@ -202,7 +203,9 @@ def extract(
     page's text (``pdf_engine``: pypdf, pdfium or auto), ``cleanup.PDF``, trailing
     whitespace stripped, pages joined by ``"\\n\\n"``, ``page_starts`` recorded; more
     than ``max_pdf_pages`` pages is ``too_large``; pages without text read by OCR as
-    ``ocr`` says (``pdf.OCR_MODES``); ``pdf_password`` opens an encrypted PDF. SVG: the text
+    ``ocr`` says (``pdf.OCR_MODES``); ``pdf_password`` opens an encrypted PDF;
+    ``use_pdfium=False`` keeps PDFium out entirely (pypdf alone, no OCR: the retry after
+    PDFium crashed on a file). SVG: the text
     of its ``<title>``, ``<desc>``, ``<text>`` (with its ``<tspan>``\\ s) elements, one
     per line, ``cleanup.DOCUMENT``.
 
@@ -225,7 +228,12 @@ def extract(
     fmt, text = _detect(path, data)
     if fmt == PDF:
         return extract_pdf(
-            data, engine=pdf_engine, max_pages=max_pdf_pages, ocr=ocr, password=pdf_password
+            data,
+            engine=pdf_engine,
+            max_pages=max_pdf_pages,
+            ocr=ocr,
+            password=pdf_password,
+            use_pdfium=use_pdfium,
         )
     if fmt == DOCX:
         from chunkmill.extract.markup import docx_to_text

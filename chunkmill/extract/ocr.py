@@ -24,9 +24,18 @@ DPI = 200
 MAX_SIDE_PIXELS = 5000
 
 
+@functools.cache
 def available() -> bool:
-    """Whether the OCR engine is installed (nothing is imported)."""
-    return importlib.util.find_spec("rapidocr_onnxruntime") is not None
+    """Whether the OCR engine is installed and imports (OpenCV, which it needs, fails to
+    import on a system without libGL): asked once per process, and only where a page needs
+    OCR or ``--ocr always`` is given."""
+    if importlib.util.find_spec("rapidocr_onnxruntime") is None:
+        return False
+    try:
+        import rapidocr_onnxruntime  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 @functools.cache

@@ -49,6 +49,7 @@ def extract_pdf(
     max_pages: int | None = None,
     ocr: str = OCR_NEVER,
     password: str | None = None,
+    use_pdfium: bool = True,
 ) -> Extracted:
     """Each page's text cleaned up (``cleanup.PDF``: ligatures and presentation forms,
     control characters, line-end hyphenation, ...) and trailing whitespace stripped, pages
@@ -69,6 +70,8 @@ def extract_pdf(
     page so (``ExtractionError("unsupported")`` when none is installed), ``never`` reads no
     page so. ``extracted_by`` records, page by page, which did. ``password`` opens an
     encrypted PDF (a wrong one is ``encrypted``, and no message names it).
+    ``use_pdfium=False``: pypdf alone, whatever ``engine`` and ``ocr`` say (no line breaks
+    from pdfium, no OCR, which renders with PDFium): the retry after PDFium crashed.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown PDF engine {engine!r}")
@@ -78,9 +81,12 @@ def extract_pdf(
         raise ExtractionError(
             "corrupt", f"not a PDF: no %PDF header in the first {_PDF_HEADER_WINDOW} bytes"
         )
+    if not use_pdfium:
+        engine, ocr = PYPDF, OCR_NEVER
     if engine == PYPDF:
         pages, bookmarks = _pypdf_pages(data, max_pages, password)
-        pages = _with_pdfium_line_breaks(data, pages, password)
+        if use_pdfium:
+            pages = _with_pdfium_line_breaks(data, pages, password)
     elif engine == PDFIUM:
         pages, bookmarks = _pdfium_pages(data, max_pages, password)
     else:
@@ -132,15 +138,16 @@ def _pages_to_read(texts: list[str], ocr: str) -> list[int]:
     those without text (``auto``), all (``always``, which needs an engine)."""
     if ocr == OCR_NEVER or not texts:
         return []
+    wanted = [i for i, text in enumerate(texts) if ocr == OCR_ALWAYS or not text]
+    if not wanted:
+        return []
     from chunkmill.extract import ocr as ocr_engine
 
     if not ocr_engine.available():
         if ocr == OCR_ALWAYS:
             raise ExtractionError("unsupported", ocr_engine.MISSING)
         return []
-    if ocr == OCR_ALWAYS:
-        return list(range(len(texts)))
-    return [index for index, text in enumerate(texts) if not text]
+    return wanted
 
 
 def _with_pdfium_line_breaks(

@@ -318,3 +318,12 @@ def test_svg_goes_to_the_parser_child() -> None:
     from chunkmill.extract import uses_parser
 
     assert uses_parser("a.svg", b"<svg/>")
+
+
+def test_without_pdfium_pypdf_reads_alone() -> None:
+    # The retry after PDFium crashed on a file: no line ends from PDFium, no OCR render.
+    glued = _raw_pdf(b"BT /F1 12 Tf 72 720 Td (Line 1) Tj 0 -9 Td (Line 2) Tj ET")
+    assert extract("t.pdf", glued, pdf_engine="auto", use_pdfium=False).text == "Line 1Line 2"
+    with pytest.raises(ExtractionError) as e:
+        extract("scan.pdf", scanned_pdf(), ocr="always", use_pdfium=False)
+    assert e.value.reason == "no_text"

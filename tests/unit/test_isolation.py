@@ -153,6 +153,24 @@ def test_auto_engine_falls_back_to_pypdf_when_pdfium_crashes(engine: str, falls_
         extractor.close()
 
 
+@pytest.mark.parametrize(("path", "falls_back"), [("a.pdf", True), ("a.html", False)])
+def test_pypdf_reads_a_pdf_again_without_pdfium_when_pdfium_crashes(path: str, falls_back: bool):
+    # pypdf asks PDFium for line ends (and OCR renders with it): a PDF PDFium crashes on is
+    # read again by pypdf alone; another format's crash is not retried.
+    extractor = Extractor(
+        Limits(), target=targets.pdfium_crashes_for_pypdf_too, pdf_engine="pypdf", ocr="auto"
+    )
+    try:
+        if falls_back:
+            assert "('use_pdfium', False)" in extractor(path, b"%PDF-1.7").text
+        else:
+            with pytest.raises(ExtractionError) as info:
+                extractor(path, b"<p>x</p>")
+            assert info.value.reason == "corrupt" and "SIGSEGV" in info.value.message
+    finally:
+        extractor.close()
+
+
 SECRETS = {
     "AWS_ACCESS_KEY_ID": "SENTINEL-id",
     "AWS_SECRET_ACCESS_KEY": "SENTINEL-secret",
