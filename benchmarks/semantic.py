@@ -2,7 +2,7 @@
 
     python -m benchmarks.semantic [--set DIR] [--repeat R]
 
-Chunks the development set's documents (``../shared/eval/chroma-dev``, as
+Chunks the development set's documents (docs/evaluation.md; found as
 :mod:`benchmarks.eval_dev` finds it) with each strategy as a run does (``Chunking`` with the
 config of ``chunkmill eval --compare "STRATEGY tokenizer=all-minilm-l6-v2
 max-embed-tokens=256"``), after one untimed pass that loads the model, and prints chunks/s and

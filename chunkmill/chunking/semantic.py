@@ -82,9 +82,9 @@ class SemanticChunker:
     three units is never embedded: its units are packed up to the limit.
 
     The model is loaded once per process (a cache by model folder) on first use, on the CPU
-    with one torch thread, and the units of a document are embedded in batches of ``EMBED_BATCH``. Building the
-    chunker needs the ``embed`` extra (sentence-transformers and torch) and the model's
-    files, so a missing one stops a run before it starts.
+    with one torch thread, and the units of a document are embedded in batches of
+    ``EMBED_BATCH``. Building the chunker needs the ``embed`` extra (sentence-transformers
+    and torch) and the model's files, so a missing one stops a run before it starts.
     """
 
     name = "semantic"

@@ -51,9 +51,10 @@ def test_a_planted_change_of_topic_is_the_one_boundary(tokenizer: str, sep: str)
     ]
 
 
-def test_the_change_is_found_inside_a_chunk_too_large_for_one_topic():
-    # Three topics, each about 90 MiniLM tokens, under a budget of 200: two topics would fit
-    # one chunk, but the chunks end at the changes of topic, not where the budget runs out.
+def test_a_segment_over_the_budget_is_split_at_its_change_of_topic():
+    # Three topics of 60 to 80 MiniLM tokens: the 95th percentile breaks only the first
+    # change, and the second segment (two topics, over 100 tokens) is split where the topic
+    # changes, not where the budget runs out.
     gardens = (
         "Tomatoes need full sun and regular watering to grow well. Gardeners plant them after "
         "the last frost of spring. Pruning the side shoots helps the plant put its energy into "
@@ -61,7 +62,7 @@ def test_the_change_is_found_inside_a_chunk_too_large_for_one_topic():
         "they turn deep red."
     )
     text = " ".join([CATS, MARKETS, gardens])
-    chunker = make_chunker("semantic", max_tokens=200, token_counter=MINILM)
+    chunker = make_chunker("semantic", max_tokens=100, token_counter=MINILM)
     starts = [s.start for s in chunker.split(text)]
     assert starts == [0, len(CATS) + 1, len(CATS) + len(MARKETS) + 2]
 
