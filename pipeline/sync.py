@@ -238,10 +238,8 @@ def command(name: str, argv: Sequence[str]) -> int:
         return _reconcile(name, settings, conn, started)
     except (vector_index.IndexUnavailable, index_guard.Refused) as e:
         raise UsageError(str(e)) from None
-    except vector_index.DatabaseError as e:  # the transaction was rolled back
-        raise UsageError(f"{name} failed, nothing applied: {e}") from None
-    except psycopg.Error as e:  # a timeout, a lost connection, a permission: rolled back
-        line = index_guard.one_line(e, settings.url)
+    except (vector_index.DatabaseError, psycopg.Error) as e:  # rolled back: a timeout, a
+        line = index_guard.one_line(e, settings.url)  # lost connection, a permission
         raise UsageError(f"{name} failed, nothing applied: {line}") from None
     except index_guard.DatabaseFailed as e:
         raise UsageError(str(e)) from None
@@ -310,10 +308,7 @@ def _guard_before(settings: SyncSettings, conn: object, writes: bool) -> index_g
         raise UsageError(
             f"no table {settings.table} in the database: run chunkmill sync first, or --table"
         )
-    if writes:
-        index_guard.check_owner(
-            found, settings.table, settings.output, take_over=settings.take_over
-        )
+    index_guard.check_owner(found, settings.table, settings.output, take_over=settings.take_over)
     return found
 
 

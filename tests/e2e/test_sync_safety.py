@@ -197,6 +197,9 @@ def test_another_outputs_table_is_refused_unless_taken_over(
     assert f"belongs to the output {tmp_path / 'a'}, not {tmp_path / 'b'}" in err
     assert "--table" in err and "--take-over" in err
     assert index_rows(database) == before
+    verify = ["verify", "--output", str(tmp_path / "b"), "--to", database]
+    assert main(verify) == 2
+    assert f"belongs to the output {tmp_path / 'a'}" in one_line(capsys.readouterr().err)
     assert sync(tmp_path / "b", database, capsys, "--take-over")[0] == 0
     assert_index_is(database, b)
     assert state_row(database)["owner"] == str(tmp_path / "b")
