@@ -326,7 +326,11 @@ def _guard_apply(
             missing.append(run)
         return report
 
-    chain = list(lineage.walk(settings.output, planned.run_id, read))
+    chain = []
+    for run in lineage.walk(settings.output, planned.run_id, read):
+        chain.append(run)
+        if run == found.run_id:  # the walk back stops at the run the table holds
+            break
     own = lineage.read_report(settings.output, planned.run_id) or {}
     order = runstate.run_order(own.get("started_at"), planned.run_id, lineage.chain_block(own))
     if not (settings.take_over and found.owned_by_another(settings.output)):
