@@ -253,13 +253,9 @@ def _reconcile(name: str, settings: SyncSettings, conn: object, started: float) 
     found = _guard_before(settings, conn, writes)
     model_key, dimension = _model_key(settings.output, settings.model_key)
     index = vector_index.PgVectorIndex(conn, settings.table)
+    _check_width(settings, index, found, model_key, dimension)
     if writes:
         index.ensure(dimension)
-    elif index.dimension() != dimension:
-        raise UsageError(
-            f"table {settings.table} holds vectors of {index.dimension()} dimensions and the "
-            f"model's have {dimension}: verify it with its own --model-key"
-        )
     planned = plan(settings, index, model_key)
     drift = planned.drift
     if name == "verify":
@@ -310,6 +306,28 @@ def _guard_before(settings: SyncSettings, conn: object, writes: bool) -> index_g
         )
     index_guard.check_owner(found, settings.table, settings.output, take_over=settings.take_over)
     return found
+
+
+def _check_width(
+    settings: SyncSettings,
+    index: vector_index.PgVectorIndex,
+    found: index_guard.Found,
+    model_key: str,
+    dimension: int,
+) -> None:
+    """Vectors of another width are another model's: refused, naming both models."""
+    from chunkmill.transforms import embedstore
+
+    held = index.dimension()
+    if held is None or held == dimension:
+        return
+    key = (found.recorded or {}).get("model_key")
+    theirs = f" of {embedstore.label(settings.output, key)}" if key else ""
+    raise UsageError(
+        f"table {settings.table} holds vectors{theirs} of {held} dimensions, and "
+        f"{embedstore.label(settings.output, model_key)} makes {dimension}: sync this model "
+        "into another --table"
+    )
 
 
 def _guard_apply(

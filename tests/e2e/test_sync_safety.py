@@ -351,3 +351,9 @@ def test_a_model_key_without_vectors_does_not_block_the_choice(chunkmill, corpus
     embedstore.write_part(str(output), "b" * 32, embedstore.part_name("r1", "t", 0), table)
     code, _, err = sync(output, database, capsys)
     assert code == 2 and "model other-model (key " + "b" * 32 + ")" in err and "--model-key" in err
+    # Vectors of another width: the refusal names the model the table holds and the other.
+    wide = "c" * 32
+    embedstore.write_model_info(str(output), wide, {"dimension": 8, "model": "wide-model"})
+    code, _, err = sync(output, database, capsys, "--model-key", wide)
+    assert code == 2 and f"model wide-model (key {wide}) makes 8" in one_line(err)
+    assert f"key {KEY}" in err and "another --table" in err
