@@ -359,31 +359,35 @@ def test_a_model_key_without_vectors_does_not_block_the_choice(chunkmill, corpus
     assert f"key {KEY}" in err and "another --table" in err
 
 
-def test_a_server_stopped_mid_sync_is_one_line(chunkmill, corpus, tmp_path, capsys):
+def test_a_server_stopped_mid_sync_is_one_line(chunkmill, corpus, capsys):
     """A server of its own, stopped (fast shutdown) while the sync waits on a row lock inside
     its transaction: one line, exit 2; started again, the server holds the last state."""
+    import tempfile
+
     import pgserver
 
     output, first, second = two_runs(chunkmill, corpus)
     (output / "LATEST").write_text("r1\n")
-    server = pgserver.get_server(str(tmp_path / "pg"), cleanup_mode="stop")
-    url = fresh_database(server.get_uri(), "stopped")
-    assert sync(output, url, capsys)[0] == 0
-    (output / "LATEST").write_text("r2\n")
-    kept = next(r["chunk_id"] for r in second.rows("manifest") if r["chunk_id"] in index_rows(url))
-    blocker = psycopg.connect(url)
-    blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
-    blocker.commit()
-    edited = index_rows(url)
-    blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
-    proc = start_sync(output, url)
-    wait_for_waiters(url, 1, [proc])
-    server.cleanup()  # pg_ctl stop: a fast shutdown ends every session
-    _, err = proc.communicate(timeout=120)
-    blocker.close()
-    assert proc.returncode == 2 and "nothing applied" in one_line(err), err
-    server = pgserver.get_server(str(tmp_path / "pg"), cleanup_mode="stop")
-    try:
-        assert index_rows(url) == edited
-    finally:
-        server.cleanup()
+    with tempfile.TemporaryDirectory(prefix="chunkmill-pg-") as folder:
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        url = fresh_database(server.get_uri(), "stopped")
+        assert sync(output, url, capsys)[0] == 0
+        (output / "LATEST").write_text("r2\n")
+        present = index_rows(url)
+        kept = next(r["chunk_id"] for r in second.rows("manifest") if r["chunk_id"] in present)
+        blocker = psycopg.connect(url)
+        blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
+        blocker.commit()
+        edited = index_rows(url)
+        blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
+        proc = start_sync(output, url)
+        wait_for_waiters(url, 1, [proc])
+        server.cleanup()  # pg_ctl stop: a fast shutdown ends every session
+        _, err = proc.communicate(timeout=120)
+        blocker.close()
+        assert proc.returncode == 2 and "nothing applied" in one_line(err), err
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        try:
+            assert index_rows(url) == edited
+        finally:
+            server.cleanup()
