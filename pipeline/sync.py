@@ -279,10 +279,8 @@ def command(name: str, argv: Sequence[str]) -> int:
         return _reconcile(name, settings, conn, started)
     except (vector_index.IndexUnavailable, index_guard.Refused) as e:
         raise UsageError(str(e)) from None
-    except vector_index.DatabaseError as e:  # the transaction was rolled back
-        raise UsageError(f"{name} failed, nothing applied: {e}") from None
-    except psycopg.Error as e:  # a timeout, a lost connection, a permission: rolled back
-        line = index_guard.one_line(e, settings.url)
+    except (vector_index.DatabaseError, psycopg.Error) as e:  # rolled back: a timeout, a
+        line = index_guard.one_line(e, settings.url)  # lost connection, a permission
         raise UsageError(f"{name} failed, nothing applied: {line}") from None
     except index_guard.DatabaseFailed as e:
         raise UsageError(str(e)) from None
@@ -309,13 +307,9 @@ def _compare_and_mend(name: str, settings: SyncSettings, conn: object, started: 
     found = _guard_before(settings, conn, writes)
     model_key, dimension = _model_key(settings.output, settings.model_key)
     index = vector_index.PgVectorIndex(conn, settings.table)
+    _check_width(settings, index, found, model_key, dimension)
     if writes:
         index.ensure(dimension)
-    elif index.dimension() != dimension:
-        raise UsageError(
-            f"table {settings.table} holds vectors of {index.dimension()} dimensions and the "
-            f"model's have {dimension}: verify it with its own --model-key"
-        )
     if name == "verify":
         planned = plan(settings, index, model_key)
     elif settings.full:
@@ -374,11 +368,30 @@ def _guard_before(settings: SyncSettings, conn: object, writes: bool) -> index_g
         raise UsageError(
             f"no table {settings.table} in the database: run chunkmill sync first, or --table"
         )
-    if writes:
-        index_guard.check_owner(
-            found, settings.table, settings.output, take_over=settings.take_over
-        )
+    index_guard.check_owner(found, settings.table, settings.output, take_over=settings.take_over)
     return found
+
+
+def _check_width(
+    settings: SyncSettings,
+    index: vector_index.PgVectorIndex,
+    found: index_guard.Found,
+    model_key: str,
+    dimension: int,
+) -> None:
+    """Vectors of another width are another model's: refused, naming both models."""
+    from chunkmill.transforms import embedstore
+
+    held = index.dimension()
+    if held is None or held == dimension:
+        return
+    key = (found.recorded or {}).get("model_key")
+    theirs = f" of {embedstore.label(settings.output, key)}" if key else ""
+    raise UsageError(
+        f"table {settings.table} holds vectors{theirs} of {held} dimensions, and "
+        f"{embedstore.label(settings.output, model_key)} makes {dimension}: sync this model "
+        "into another --table"
+    )
 
 
 def _guard_apply(
@@ -395,7 +408,11 @@ def _guard_apply(
             missing.append(run)
         return report
 
-    chain = list(lineage.walk(settings.output, planned.run_id, read))
+    chain = []
+    for run in lineage.walk(settings.output, planned.run_id, read):
+        chain.append(run)
+        if run == found.run_id:  # the walk back stops at the run the table holds
+            break
     own = lineage.read_report(settings.output, planned.run_id) or {}
     order = runstate.run_order(own.get("started_at"), planned.run_id, lineage.chain_block(own))
     if not (settings.take_over and found.owned_by_another(settings.output)):

@@ -197,6 +197,9 @@ def test_another_outputs_table_is_refused_unless_taken_over(
     assert f"belongs to the output {tmp_path / 'a'}, not {tmp_path / 'b'}" in err
     assert "--table" in err and "--take-over" in err
     assert index_rows(database) == before
+    verify = ["verify", "--output", str(tmp_path / "b"), "--to", database]
+    assert main(verify) == 2
+    assert f"belongs to the output {tmp_path / 'a'}" in one_line(capsys.readouterr().err)
     assert sync(tmp_path / "b", database, capsys, "--take-over")[0] == 0
     assert_index_is(database, b)
     assert state_row(database)["owner"] == str(tmp_path / "b")
@@ -348,3 +351,43 @@ def test_a_model_key_without_vectors_does_not_block_the_choice(chunkmill, corpus
     embedstore.write_part(str(output), "b" * 32, embedstore.part_name("r1", "t", 0), table)
     code, _, err = sync(output, database, capsys)
     assert code == 2 and "model other-model (key " + "b" * 32 + ")" in err and "--model-key" in err
+    # Vectors of another width: the refusal names the model the table holds and the other.
+    wide = "c" * 32
+    embedstore.write_model_info(str(output), wide, {"dimension": 8, "model": "wide-model"})
+    code, _, err = sync(output, database, capsys, "--model-key", wide)
+    assert code == 2 and f"model wide-model (key {wide}) makes 8" in one_line(err)
+    assert f"key {KEY}" in err and "another --table" in err
+
+
+def test_a_server_stopped_mid_sync_is_one_line(chunkmill, corpus, capsys):
+    """A server of its own, stopped (fast shutdown) while the sync waits on a row lock inside
+    its transaction: one line, exit 2; started again, the server holds the last state."""
+    import tempfile
+
+    import pgserver
+
+    output, first, second = two_runs(chunkmill, corpus)
+    (output / "LATEST").write_text("r1\n")
+    with tempfile.TemporaryDirectory(prefix="chunkmill-pg-") as folder:
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        url = fresh_database(server.get_uri(), "stopped")
+        assert sync(output, url, capsys)[0] == 0
+        (output / "LATEST").write_text("r2\n")
+        present = index_rows(url)
+        kept = next(r["chunk_id"] for r in second.rows("manifest") if r["chunk_id"] in present)
+        blocker = psycopg.connect(url)
+        blocker.execute("UPDATE chunkmill_chunks SET text = 'edited' WHERE chunk_id = %s", [kept])
+        blocker.commit()
+        edited = index_rows(url)
+        blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
+        proc = start_sync(output, url)
+        wait_for_waiters(url, 1, [proc])
+        server.cleanup()  # pg_ctl stop: a fast shutdown ends every session
+        _, err = proc.communicate(timeout=120)
+        blocker.close()
+        assert proc.returncode == 2 and "nothing applied" in one_line(err), err
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        try:
+            assert index_rows(url) == edited
+        finally:
+            server.cleanup()

@@ -92,3 +92,15 @@ def test_a_database_error_line_never_shows_the_password():
     url = "postgresql://rag:s%40cret@db/rag"
     error = Exception("FATAL: password s@cret rejected for rag\nDETAIL: s%40cret")
     assert index_guard.one_line(error, url) == "FATAL: password *** rejected for rag"
+
+
+def test_no_sync_or_embed_refusal_advises_a_bare_prior_manifest_none():
+    """A chunk's text lost with its run folder: the way on is the folder back, or a run without
+    a prior that is still held to LATEST's documents, and the line says so."""
+    from tests.tree import ROOT
+
+    for path in (ROOT / "pipeline" / "sync.py", ROOT / "pipeline" / "embed.py"):
+        assert "--prior-manifest none" not in path.read_text(), path
+    remedy = index_guard.LOST_TEXT_REMEDY
+    assert remedy.startswith("restore the deleted run folder")
+    assert "still refused if it would leave out more than --max-removed-ratio" in remedy
