@@ -212,7 +212,10 @@ def test_an_interrupted_embed_says_so_in_one_line_and_keeps_what_it_committed(si
 
 @pytest.mark.slow
 def test_a_sync_interrupted_inside_its_transaction_says_so_and_leaves_the_last_state(
-    chunkmill, corpus, database, capsys  # noqa: F811
+    chunkmill,
+    corpus,
+    database,  # noqa: F811
+    capsys,
 ):
     """Ctrl-C while sync waits on a row lock inside its transaction (in libpq, not in
     Python): one line, exit 130, and the index exactly as it was."""
