@@ -102,8 +102,10 @@ def _answer(signum: int, err: int) -> None:
         os.dup2(devnull, 2)
     kill_descendants()
     line = f"chunkmill: {_command} interrupted ({name})" + "".join(f"; {n}" for n in notes)
+    # On a terminal, the line replaces a progress line being redrawn (and a typed "^C").
+    start = "\r\x1b[K" if os.isatty(err) else ""
     with contextlib.suppress(OSError):
-        os.write(err, (line + "\n").encode("utf-8", "backslashreplace"))
+        os.write(err, (start + line + "\n").encode("utf-8", "backslashreplace"))
     os._exit(code)
 
 
