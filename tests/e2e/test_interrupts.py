@@ -257,3 +257,26 @@ def test_a_sync_interrupted_inside_its_transaction_says_so_and_leaves_the_last_s
     assert code == 130
     assert after == ["chunkmill: sync interrupted (SIGINT)"]
     assert index_rows(database) == before
+
+
+@pytest.mark.slow
+def test_an_interrupted_eval_says_so_in_one_line(tmp_path):
+    """Ctrl-C while eval loads its embedding model (torch, in C)."""
+    from tests.unit.test_eval_command import PARIS, write_questions
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "paris.md").write_text(PARIS)
+    write_questions(tmp_path / "q.jsonl", [("Which river?", "paris", PARIS, "Seine")])
+
+    def torch_loaded(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                return "libtorch" in f.read()
+        except OSError:
+            return False
+
+    argv = ["eval", "--input", str(tmp_path / "docs" / "**"), "--questions"]
+    argv += [str(tmp_path / "q.jsonl"), "--retriever", "model"]
+    code, after, _ = interrupt(argv, signal.SIGINT, group=True, working=torch_loaded)
+    assert code == 130
+    assert after == ["chunkmill: eval interrupted (SIGINT)"]
