@@ -54,9 +54,12 @@ _HEADER = struct.Struct(">Q")
 _CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH")
 
 # SIGINT ignored: Ctrl-C in a terminal reaches the whole process group, and the parent, which
-# stops its children itself (chunkmill.pipeline.interrupts), answers it in one line.
+# stops its children itself (chunkmill.pipeline.interrupts), answers it in one line. The
+# child starts with SIGINT blocked (``_ensure_child``), so one that comes while it starts
+# waits, and is dropped once it is ignored.
 _BOOT = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
     "from chunkmill.isolation import _serve; _serve()"
 )
@@ -171,14 +174,19 @@ class IsolatedExtractor:
         if self._proc is not None:
             return self._proc
         self._home = tempfile.mkdtemp(prefix="chunkmill-parser-")
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, json.dumps([os.path.abspath(p) for p in sys.path])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-            env=child_environment(os.environ, self._home),
-            cwd=self._home,
-        )
+        # Blocked in this thread only while it starts the child, which inherits the mask.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, json.dumps([os.path.abspath(p) for p in sys.path])],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=child_environment(os.environ, self._home),
+                cwd=self._home,
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         try:
             _write_frame(proc.stdin, (self._target, self._memory_bytes))
             ready = _read_frame(proc.stdout, deadline=time.monotonic() + _STARTUP_SECONDS)

@@ -84,6 +84,11 @@ def _answer(signum: int, err: int) -> None:
     code = EXIT_CODES.get(signal.Signals(signum), 128 + signum)
     logging.disable(logging.CRITICAL)  # nothing but the one line from here on
     threading.excepthook = lambda args: None
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # other threads' output, Beam's and gRPC's C logging included
+        os.dup2(devnull, 2)
+    kill_descendants()  # first: they stop working now, whatever the callbacks take
     notes: list[str] = []
 
     def run_callbacks() -> None:
@@ -96,14 +101,12 @@ def _answer(signum: int, err: int) -> None:
     worker = threading.Thread(target=run_callbacks, daemon=True)
     worker.start()
     worker.join(CALLBACK_SECONDS)
-    with contextlib.suppress(OSError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)  # other threads' output, Beam's and gRPC's C logging included
-        os.dup2(devnull, 2)
-    kill_descendants()
+    kill_descendants()  # any a callback's moment let start
     line = f"chunkmill: {_command} interrupted ({name})" + "".join(f"; {n}" for n in notes)
+    # On a terminal, the line replaces a progress line being redrawn (and a typed "^C").
+    start = "\r\x1b[K" if os.isatty(err) else ""
     with contextlib.suppress(OSError):
-        os.write(err, (line + "\n").encode("utf-8", "backslashreplace"))
+        os.write(err, (start + line + "\n").encode("utf-8", "backslashreplace"))
     os._exit(code)
 
 
@@ -152,6 +155,10 @@ def handled(command: str) -> Iterator[None]:
     try:
         yield
     finally:
+        if _lock.locked():
+            # The watcher is answering: the command's own ending (its children killed under
+            # it) must not end the process first, nor print. The watcher ends it.
+            threading.Event().wait()
         stop.set()
         for s, handler in old.items():
             signal.signal(s, handler)

@@ -68,10 +68,14 @@ class InProcessRunner(PipelineRunner):
         return runner.run_pipeline(pipeline, options)
 
 
-# Beam's command for the SDK workers of --direct_running_mode=multi_processing, and
-# chunkmill's, which starts the same worker with SIGINT ignored (pipeline/sdk_worker.py).
+# Beam's command for the SDK workers of --direct_running_mode=multi_processing (run by
+# /bin/sh), and chunkmill's: the same worker, started with SIGINT ignored. Ctrl-C in a
+# terminal reaches the whole process group; chunkmill answers it in one line and stops its
+# workers (pipeline/interrupts.py), where each worker would print a KeyboardInterrupt
+# traceback, or a fatal error when it was still starting. An ignored signal stays ignored
+# across exec, and Python then leaves it so.
 BEAM_SDK_WORKER = f"{sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
-SDK_WORKER = f"{sys.executable} -m chunkmill.pipeline.sdk_worker"
+SDK_WORKER = f"trap '' INT; exec {BEAM_SDK_WORKER}"
 
 
 def _fn_api_runner() -> Any:

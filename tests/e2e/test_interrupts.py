@@ -18,7 +18,9 @@ import pytest
 from chunkmill.pipeline import interrupts
 from chunkmill.pipeline.cli import main
 from tests.e2e.conftest import prose
+from tests.e2e.test_sync import database  # noqa: F401  (the fixture)
 from tests.helpers import make_pdf
+from tests.pg import postgres  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 # Deadlock guards only: work starts in seconds, and an interrupted command ends in seconds.
@@ -206,3 +208,75 @@ def test_an_interrupted_embed_says_so_in_one_line_and_keeps_what_it_committed(si
     assert after == [f"chunkmill: embed interrupted ({sig.name})"]
     committed = list(store.glob("part-*.parquet"))
     assert 1 <= len(committed) < 40  # what it committed is kept, as after a kill
+
+
+@pytest.mark.slow
+def test_a_sync_interrupted_inside_its_transaction_says_so_and_leaves_the_last_state(
+    chunkmill,
+    corpus,
+    database,  # noqa: F811
+    capsys,
+):
+    """Ctrl-C while sync waits on a row lock inside its transaction (in libpq, not in
+    Python): one line, exit 130, and the index exactly as it was."""
+    import psycopg
+
+    from tests.e2e.test_sync import embed_stand_in, index_rows, sync
+
+    first = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = first.dir.parents[1]
+    embed_stand_in(output, first)
+    assert sync(output, database, capsys)[0] == 0
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    (corpus / "guides" / "start.md").write_text("# Start\n\n" + prose("edited", 12))
+    second = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    embed_stand_in(output, second)
+    locked = next(
+        r["chunk_id"] for r in first.rows("manifest") if r["source_uri"].endswith("start.md")
+    )
+
+    def waits_on_the_lock(pid: int) -> bool:
+        with psycopg.connect(database, autocommit=True) as watcher:
+            return bool(
+                watcher.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchone()
+            )
+
+    with psycopg.connect(database) as blocker:
+        before = index_rows(database)
+        blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [locked])
+        code, after, _ = interrupt(
+            ["sync", "--output", str(output), "--to", database],
+            signal.SIGINT,
+            group=True,
+            working=waits_on_the_lock,
+        )
+        blocker.rollback()
+    assert code == 130
+    assert after == ["chunkmill: sync interrupted (SIGINT)"]
+    assert index_rows(database) == before
+
+
+@pytest.mark.slow
+def test_an_interrupted_eval_says_so_in_one_line(tmp_path):
+    """Ctrl-C while eval loads its embedding model (torch, in C)."""
+    from tests.unit.test_eval_command import PARIS, write_questions
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "paris.md").write_text(PARIS)
+    write_questions(tmp_path / "q.jsonl", [("Which river?", "paris", PARIS, "Seine")])
+
+    def torch_loaded(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                return "libtorch" in f.read()
+        except OSError:
+            return False
+
+    argv = ["eval", "--input", str(tmp_path / "docs" / "**"), "--questions"]
+    argv += [str(tmp_path / "q.jsonl"), "--retriever", "model"]
+    code, after, _ = interrupt(argv, signal.SIGINT, group=True, working=torch_loaded)
+    assert code == 130
+    assert after == ["chunkmill: eval interrupted (SIGINT)"]

@@ -115,3 +115,26 @@ def test_process_alive_needs_this_host_and_a_chunkmill_process():
     dead.wait()
     time.sleep(0.1)
     assert not runstate.process_alive(socket.gethostname(), dead.pid)
+
+
+def test_a_refused_run_is_marked_listed_as_refused_and_collected(tmp_path: Path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"d{i}.md").write_text(f"# D{i}\n\nDocument {i}.\n")
+    out = str(tmp_path / "out")
+    assert main(["run", "--input", str(docs / "**"), "--output", out, "--run-id", "r1"]) == 0
+    for i in range(1, 6):
+        (docs / f"d{i}.md").unlink()
+    # Would remove 5 of 6 documents: refused by --max-removed-ratio (0.5).
+    assert main(["run", "--input", str(docs / "**"), "--output", out, "--run-id", "r2"]) == 2
+    marker = json.loads((tmp_path / "out" / "runs" / "r2" / runstate.REFUSED).read_text())
+    assert "--max-removed-ratio" in marker["why"]
+    capsys.readouterr()
+    assert main(["runs", "list", "--output", out]) == 0
+    assert any(
+        line.split()[:2] == ["r2", "refused"] for line in capsys.readouterr().out.splitlines()
+    )
+    assert main(["runs", "gc", "--output", out, "--keep", "0"]) == 0
+    assert "deleted  r2  (refused: it will never publish)" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "runs" / "r2").exists()
