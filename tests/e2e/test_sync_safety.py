@@ -380,7 +380,7 @@ def test_a_server_stopped_mid_sync_is_one_line(chunkmill, corpus, capsys):
         blocker.commit()
         edited = index_rows(url)
         blocker.execute("SELECT 1 FROM chunkmill_chunks WHERE chunk_id = %s FOR UPDATE", [kept])
-        proc = start_sync(output, url)
+        proc = start_sync(output, url, "--full")  # the whole comparison finds the edit
         wait_for_waiters(url, 1, [proc])
         server.cleanup()  # pg_ctl stop: a fast shutdown ends every session
         _, err = proc.communicate(timeout=120)
