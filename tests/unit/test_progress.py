@@ -167,7 +167,7 @@ def test_reads_the_process_wide_cells_the_pipeline_updates():
         (["--runner", "DirectRunner", "--direct_num_workers=2"], True),
         (["--direct_running_mode=multi_processing"], False),
         (["--runner=DataflowRunner"], False),
-        (["--runner=PortableRunner"], False),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False),
     ],
 )
 def test_live_progress_only_where_the_dofns_run_here(beam_args, expected, tmp_path):
