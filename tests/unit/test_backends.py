@@ -1,0 +1,51 @@
+"""Backends: each has its own model key, the device is chosen as documented, batches keep
+to their token budget, and an export is made once, offline, and gives torch's vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chunkmill import backends, embedding
+
+
+def test_each_backend_has_its_own_key_and_torch_keeps_the_folders():
+    keys = {b: embedding.describe(backend=b).key for b in backends.BACKENDS}
+    assert len(set(keys.values())) == len(backends.BACKENDS)
+    assert keys["torch"] == embedding.model_key(embedding.model_path())
+
+
+@pytest.mark.parametrize(
+    ("asked", "cuda", "picked"),
+    [("cpu", True, "cpu"), ("auto", True, "cuda"), ("auto", False, "cpu"), ("cuda", True, "cuda")],
+)
+def test_the_device_choice(asked, cuda, picked):
+    assert backends.pick_device(asked, lambda: cuda) == picked
+
+
+def test_cuda_without_a_gpu_and_a_cpu_backend_on_cuda_are_refused():
+    with pytest.raises(backends.BackendUnavailable, match="--device cuda"):
+        backends.pick_device("cuda", lambda: False)
+    with pytest.raises(backends.BackendUnavailable, match="--backend onnx"):
+        backends.check_device(backends.parse_backend("onnx"), "cuda")
+
+
+def test_batches_keep_to_the_token_budget_and_the_batch_size():
+    lengths = [256, 200, 100, 100, 50, 10, 10, 10]
+    batches = backends.token_batches(lengths, 3, 300)
+    assert [list(b) for b in batches] == [[0], [1], [2, 3, 4], [5, 6, 7]]
+    assert [i for b in batches for i in b] == list(range(len(lengths)))
+
+
+def test_an_export_is_made_once_offline_and_matches_torch(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUNKMILL_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    texts = ["a short one", "  a longer sentence about embedding chunks of text  ", "x" * 50]
+    expected = embedding.load_encoder(embedding.describe()).encode(texts)
+    model = embedding.describe(backend="onnx")
+    got = embedding.load_encoder(model).encode(texts)
+    assert np.abs(got - expected).max() < 1e-5  # docs/embedding-backends.md's tolerance
+    graph = backends.export_dir(model.folder_key, backends.parse_backend("onnx"))
+    made = (graph / backends.ONNX_FILE).stat().st_mtime_ns
+    embedding.load_encoder(model)
+    assert (graph / backends.ONNX_FILE).stat().st_mtime_ns == made  # found, not exported again
