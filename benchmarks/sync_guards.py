@@ -13,20 +13,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchmarks.index import chunkmill
 
 DIM = 384
 KEY = "b" * 32
-
-
-def chunkmill(*args: str) -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "chunkmill", *args], check=True, capture_output=True)
-    return time.perf_counter() - started
 
 
 def stand_in_vectors(output: Path) -> int:
