@@ -47,8 +47,13 @@ FETCH_ROWS = 10_000
 
 def bucket_count(rows: int) -> int:
     """The number of buckets (a power of two) for a comparison of about ``rows`` rows."""
+    return _power_of_two(rows, BUCKET_ROWS, MAX_BUCKETS)
+
+
+def _power_of_two(rows: int, each: int, most: int) -> int:
+    """The least power of two ``n`` with ``n * each >= rows``, at most ``most``."""
     n = 1
-    while n * BUCKET_ROWS < rows and n < MAX_BUCKETS:
+    while n * each < rows and n < most:
         n *= 2
     return n
 
@@ -455,10 +460,7 @@ MAX_SHARES = 16
 
 def share_count(rows: int) -> int:
     """How many shares (a power of two, at most 16) a comparison of ``rows`` rows takes."""
-    n = 1
-    while n * SHARE_HASHES < rows and n < MAX_SHARES:
-        n *= 2
-    return n
+    return _power_of_two(rows, SHARE_HASHES, MAX_SHARES)
 
 
 def in_share(tables: Iterable[pa.Table], share: int, shares: int) -> Iterator[pa.Table]:
