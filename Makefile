@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval bench-embed install install-test clean
+.PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval bench-embed bench-scale install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,12 @@ bench-eval: install-test
 # SentenceTransformer loop, Beam's MLTransform and LangChain. BENCH_ARGS=--texts 200: quick.
 bench-embed: install-test
 	$(BIN)/python -m benchmarks.embed_backends $(BENCH_ARGS)
+
+# A first run and a 1%-edited night at 10k and 100k generated documents (wall, peak RSS of
+# the process tree); BENCH_ARGS='--docs 1000000' for a million.
+bench-scale: install
+	$(PIP) install -e '.[bench]'
+	$(BIN)/python -m benchmarks.scale $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

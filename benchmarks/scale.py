@@ -1,0 +1,172 @@
+"""``chunkmill run`` at 100k and a million documents on one machine: wall time and peak RSS.
+
+    python -m benchmarks.scale                          # 10k and 100k documents
+    python -m benchmarks.scale --docs 1000000           # one scale
+    python -m benchmarks.scale --docs 2000 --quick      # smoke test, seconds
+
+For each scale: a first run over generated Markdown, then a night after 1% of the documents
+were edited (a paragraph appended), each ``python -m chunkmill run`` in a subprocess on the
+local runner with one worker, measured from outside as :mod:`benchmarks.pipeline` does (wall
+time, CPU time of the process tree, peak of the summed RSS of the tree, sampled every 50 ms).
+A run whose tree grows past ``--rss-cap`` is stopped and reported as such, so a scale the
+local engine cannot hold does not take the machine down with it.
+
+The documents are variations of a pool of :mod:`benchmarks.corpus` documents (the same
+generator as every other benchmark): document ``i`` is pool document ``i % pool`` with its
+number at the head of every paragraph, so every document, and nearly every chunk, is unique
+while a million of them are written in minutes, not the half hour the generator alone takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import corpus as md
+from benchmarks.pipeline import _SAMPLE_S, Measurement, _tree_rss
+
+ONE_WORKER = ("--direct_num_workers=1", "--direct_running_mode=in_memory")
+DEFAULT_SCALES = (10_000, 100_000)
+POOL = 2_000
+# The issue's ceiling for a million documents.
+RSS_GOAL_BYTES = 4 * 10**9
+_PARAGRAPH_HEAD = re.compile(r"(?m)^(?=[A-Z])")
+
+
+@dataclass
+class Capped:
+    """A run stopped because its process tree grew past the cap."""
+
+    wall_s: float
+    peak_rss: int
+
+
+def write_corpus(path: Path, n_docs: int, pool_size: int = POOL) -> int:
+    """``n_docs`` Markdown documents under ``path``, 1,000 a folder; returns their bytes."""
+    pool = md.generate(min(pool_size, n_docs))
+    total = 0
+    for i in range(n_docs):
+        name, text = pool[i % len(pool)]
+        # Numbered paragraphs: a unique document, and a unique text for every chunk.
+        text = _PARAGRAPH_HEAD.sub(f"{i} ", text)
+        doc = path / f"{i // 1000:04d}" / f"{Path(name).stem}-{i:07d}.md"
+        if i % 1000 == 0:
+            doc.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode()
+        doc.write_bytes(data)
+        total += len(data)
+    return total
+
+
+def edit_one_percent(path: Path) -> int:
+    """Appends a paragraph to every hundredth document; returns how many were edited."""
+    edited = sorted(path.rglob("*.md"))[::100]
+    for i, doc in enumerate(edited):
+        with open(doc, "a", encoding="utf-8") as f:
+            f.write(f"\n\nA paragraph added by edit {i}, so this document changes.\n")
+    return len(edited)
+
+
+def run_cmd(corpus: Path, output: Path, prior: str) -> list[str]:
+    return [
+        sys.executable, "-m", "chunkmill", "run", "--input", f"{corpus}/**",
+        "--output", str(output), "--prior-manifest", prior, *ONE_WORKER,
+    ]  # fmt: skip
+
+
+def measure_capped(cmd: Sequence[str], rss_cap: int) -> Measurement | Capped:
+    """As :func:`benchmarks.pipeline.measure`, but the tree is killed past ``rss_cap`` bytes."""
+    import psutil
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = psutil.Popen(list(cmd), stdout=err, stderr=err)
+        peak = peak_own = peak_child = 0
+        while proc.poll() is None:
+            total, own, child = _tree_rss(proc)
+            peak, peak_own = max(peak, total), max(peak_own, own)
+            peak_child = max(peak_child, child)
+            if total > rss_cap:
+                for p in [*proc.children(recursive=True), proc]:
+                    with contextlib.suppress(psutil.Error):
+                        p.kill()
+                proc.wait()
+                return Capped(time.perf_counter() - start, peak)
+            time.sleep(_SAMPLE_S)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        err.seek(0)
+        output = err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Measurement(wall, cpu, peak, os.getloadavg()[0], output, peak_own, peak_child)
+
+
+def _cells(m: Measurement | Capped) -> str:
+    if isinstance(m, Capped):
+        return f"stopped at {m.wall_s:.0f} s | — | over the cap ({m.peak_rss / 2**20:,.0f} MB) |"
+    return f"{m.wall_s:,.1f} | {m.cpu_s:,.1f} | {m.peak_rss / 2**20:,.0f} |"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--docs", type=int, action="append", help="documents at one scale; repeatable"
+    )
+    parser.add_argument("--rss-cap-gb", type=float, default=8.0, help="stop a run past this RSS")
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a temp folder")
+    parser.add_argument("--quick", action="store_true", help="a small pool: a smoke test")
+    args = parser.parse_args(argv)
+    scales = args.docs or list(DEFAULT_SCALES)
+    cap = int(args.rss_cap_gb * 10**9)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="scale-"))
+    rows = [
+        "| documents | corpus MB | run | wall s | CPU s | peak RSS MB |",
+        "|---:|---:|---|---:|---:|---:|",
+    ]
+    for n in scales:
+        corpus, out = work / f"corpus-{n}", work / f"out-{n}"
+        shutil.rmtree(corpus, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.perf_counter()
+        mb = write_corpus(corpus, n, pool_size=50 if args.quick else POOL) / 10**6
+        _log(f"{n:,} documents, {mb:,.0f} MB, written in {time.perf_counter() - started:.0f} s")
+        first = measure_capped(run_cmd(corpus, out, "none"), cap)
+        _log(f"first run: {_cells(first)}")
+        rows.append(f"| {n:,} | {mb:,.0f} | first run | {_cells(first)}")
+        if isinstance(first, Capped):
+            continue
+        edited = edit_one_percent(corpus)
+        night = measure_capped(run_cmd(corpus, out, "auto"), cap)
+        _log(f"night after {edited:,} edits: {_cells(night)}")
+        rows.append(f"| {n:,} | {mb:,.0f} | {edited:,} edited (1%) | {_cells(night)}")
+        shutil.rmtree(corpus, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    print("\n".join(rows))
+    print(f"(1-minute load average at the end: {os.getloadavg()[0]:.1f})")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
