@@ -70,9 +70,10 @@ class RunInfo:
 
     @property
     def state(self) -> str:
-        """``finished``, ``refused``, ``interrupted``, ``corrupt _SUCCESS`` or ``unfinished``."""
+        """``published`` (a valid ``_SUCCESS``), ``refused``, ``interrupted``, ``corrupt
+        _SUCCESS`` or ``unfinished``."""
         if self.finished:
-            return "finished"
+            return "published"
         return self.ended or ("corrupt _SUCCESS" if self.corrupt else "unfinished")
 
     @property
