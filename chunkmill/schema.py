@@ -130,7 +130,6 @@ OCCURRENCE_FIELDS: tuple[str, ...] = tuple(f.name for f in _OCCURRENCE)
 MANIFEST_FIELDS: tuple[str, ...] = tuple(MANIFEST.names)
 
 
-
 def as_written_before(table: pa.Schema, names: Iterable[str]) -> pa.Schema:
     """``table`` without its nullable columns missing from ``names``: the shape of the table
     in a file an older schema version wrote, one that lacks columns added since."""
