@@ -82,6 +82,7 @@ def _state(docs: int, edited: set[int]) -> tuple[pa.Table, list[str]]:
                 "has_next_context": None,
                 "source_version": version,
                 "decode_lossy": False,
+                "extracted_by": None,
                 "is_new": True,
             }
             for name, value in row.items():

@@ -10,11 +10,16 @@ and ``import chunkmill`` imports no Beam.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# First: a Ctrl-C while the command starts is one line, not a traceback from an import.
+from chunkmill import early_signals
 
-from chunkmill import quiet
-from chunkmill.versions import chunkmill_version
+early_signals.install_if_command()
+
+import importlib  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from chunkmill import quiet  # noqa: E402
+from chunkmill.versions import chunkmill_version  # noqa: E402
 
 if TYPE_CHECKING:
     from chunkmill.api import Chunk, Extracted, ExtractionError, chunk_text, extract_text

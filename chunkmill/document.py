@@ -346,6 +346,7 @@ def _chunk_rows(
         "text_with_context": None,
         "source_version": item.version,
         "decode_lossy": doc.lossy,
+        "extracted_by": None,
     }
     paths = _heading_paths(doc, spans) if chunking.config.heading_context else None
     seen: dict[str, int] = {}
@@ -377,6 +378,7 @@ def _chunk_rows(
             pages = doc.pages_of(span.start, span.end)
             if pages is not None:
                 row["page_start"], row["page_end"] = pages
+            row["extracted_by"] = doc.extracted_by_of(span.start, span.end)
         row["chunk_id"] = ids.chunk_id(doc_id, h, occurrence)
         row["chunk_hash"] = h
         row["chunk_index"] = index

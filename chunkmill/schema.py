@@ -8,18 +8,21 @@ Rows travel through the pipeline as plain dicts keyed by these field names, whic
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 
 from chunkmill.versions import chunkmill_version
 
 # Bumped on any change to a table (2: source_version added to every occurrence table; 3:
-# errors gained source_version, attempt_key and attempted; 4: the added and retired tables);
-# stored in every file's schema metadata so a later version can tell which version wrote a
-# prior manifest.
-SCHEMA_VERSION = "4"
-# The versions whose manifest this chunkmill diffs against: 3 changed the errors table only
-# and 4 added tables, so a manifest written by version 2 has the very columns of one now.
-READABLE_MANIFEST_VERSIONS: frozenset[str] = frozenset({"2", "3", "4"})
+# errors gained source_version, attempt_key and attempted; 4: the added and retired tables;
+# 5: extracted_by added to every occurrence table); stored in every file's schema metadata so
+# a later version can tell which version wrote a prior manifest.
+SCHEMA_VERSION = "5"
+# The versions whose manifest this chunkmill diffs against: 3 changed the errors table only,
+# 4 added tables and 5 a nullable column, so a manifest written by version 2 has the columns
+# of one now but the nullable ones added since, which read as null (``with_absent_nulls``).
+READABLE_MANIFEST_VERSIONS: frozenset[str] = frozenset({"2", "3", "4", "5"})
 _META = {
     b"chunkmill.schema_version": SCHEMA_VERSION.encode(),
     # Which release wrote a file, so a reader that cannot use it can say which one did.
@@ -64,6 +67,10 @@ _OCCURRENCE = [
     # detector, or NULs / invalid sequences dropped or replaced); null in rows written before
     # the column existed.
     _f("decode_lossy", pa.bool_(), nullable=True),
+    # What read the chunk's text from a document with pages (PDFs): "text" (its text layer),
+    # "ocr", or "text+ocr" for a chunk over pages of both; null for every other format and in
+    # rows written before the column existed.
+    _f("extracted_by", pa.string(), nullable=True),
 ]
 
 CHUNKS = pa.schema(
@@ -121,6 +128,25 @@ TABLES_SINCE_4: tuple[str, ...] = ("added", "retired")
 
 OCCURRENCE_FIELDS: tuple[str, ...] = tuple(f.name for f in _OCCURRENCE)
 MANIFEST_FIELDS: tuple[str, ...] = tuple(MANIFEST.names)
+
+
+def as_written_before(table: pa.Schema, names: Iterable[str]) -> pa.Schema:
+    """``table`` without its nullable columns missing from ``names``: the shape of the table
+    in a file an older schema version wrote, one that lacks columns added since."""
+    present = set(names)
+    return pa.schema(
+        [f for f in table if f.name in present or not f.nullable], metadata=table.metadata
+    )
+
+
+def with_absent_nulls(table: pa.Table, fields: Iterable[pa.Field]) -> pa.Table:
+    """``table`` with a column of nulls appended for each nullable field of ``fields`` it
+    lacks: rows of a file written before that column existed read as null in it."""
+    for field in fields:
+        if field.nullable and field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table
+
 
 # removed_reason values
 DOCUMENT_REMOVED = "document_removed"  # the document is gone from the listing

@@ -39,7 +39,7 @@ def run(argv: Sequence[str]) -> int:
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
         return launch.submit(settings)
     # Before anything is built: no two runs share a folder.
-    settings = launch.claim(settings, in_this_process=True)
+    settings = launch.claim(settings)
     interrupts.on_interrupt(
         lambda signal: runstate.mark_interrupted(settings.output, settings.run_id, signal)
     )

@@ -94,22 +94,22 @@ def refuse_secret_flags(beam_args: Sequence[str]) -> None:
             )
 
 
-def claim(settings: RunSettings, *, in_this_process: bool = False) -> RunSettings:
+def claim(settings: RunSettings) -> RunSettings:
     """Claims the run's folder before anything is built or written
     (``chunkmill.transforms.runstate.claim_run``); returns the settings with the id claimed. A taken
     ``--run-id`` is a ``UsageError``; a default id that another launch took in the same second
     becomes ``ID-2``, ``ID-3``, ... The claim records the prior this run diffs against, so
-    ``runs gc`` keeps it while the run is in flight. ``in_this_process``: the run executes in
-    this process (a local runner), whose host and pid the claim records (``runs gc`` never
-    deletes the run while it is alive)."""
+    ``runs gc`` keeps it while the run is in flight, and the host and pid of this process,
+    which launched it (on a local runner, runs it; on a remote one, builds and submits its
+    job): ``runs gc`` never deletes the run while that process is alive."""
     wanted = runstate.Claim(
         run_id=settings.run_id,
         started_at=settings.started_at,
         prior_run_id=settings.prior_run_id,
         prior_manifest=settings.prior_manifest,
         after=settings.prior_after,
-        host=socket.gethostname() if in_this_process else None,
-        pid=os.getpid() if in_this_process else None,
+        host=socket.gethostname(),
+        pid=os.getpid(),
     )
     try:
         made = runstate.claim_run(settings.output, wanted, exact=settings.run_id_given)

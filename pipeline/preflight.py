@@ -178,8 +178,8 @@ def check_footer(path: str) -> int:
     # says nothing of its version is first told apart by its columns.
     if b"chunkmill.schema_version" in meta:
         _check_version(path, meta)
-    if not same_shape(found, schema.MANIFEST):
-        other = [n for n, s in schema.TABLES.items() if same_shape(found, s)]
+    if not fits(found, schema.MANIFEST):
+        other = [n for n, s in schema.TABLES.items() if fits(found, s)]
         what = f"the {other[0]} table" if other else "not a chunkmill manifest"
         raise PriorRefused(
             f"prior manifest {path} is {what}: its columns differ from the manifest's; {_RECOVER}"
@@ -203,6 +203,14 @@ def _check_version(path: str, meta: dict[bytes, bytes]) -> None:
         "--prior-manifest none (every chunk is written again; chunk hashes are unchanged, so "
         "embeddings keyed by hash can be reused; still refused if it would drop more than "
         "--max-removed-ratio of LATEST's documents), or use the chunkmill release that wrote it"
+    )
+
+
+def fits(found: pa.Schema, table: pa.Schema) -> bool:
+    """``found`` is the shape of ``table``, or of ``table`` as an older schema version wrote
+    it (without nullable columns added since, which read as null)."""
+    return same_shape(found, table) or same_shape(
+        found, schema.as_written_before(table, found.names)
     )
 
 

@@ -16,8 +16,9 @@ run without a prior run compares its documents with when it publishes.
 A run that ended unpublished says so: a refused run (a guard such as --max-removed-ratio
 stopped it) holds ``_REFUSED``, an interrupted one (SIGINT, SIGTERM) ``_INTERRUPTED``.
 ``runs list`` shows them as such, and ``gc`` deletes them without waiting for
-``--grace-hours``. A local run's claim names its host and process: whatever the grace
-period, ``gc`` never deletes a run whose process is alive on the host ``gc`` runs on.
+``--grace-hours``. A run's claim names the host and process that launched it (a local run's
+runs it; a remote run's builds and submits its job): whatever the grace period, ``gc`` never
+deletes a run whose launching process is alive on the host ``gc`` runs on.
 
 Nor, whatever its age, is a finished run whose chunks/ holds the only copy of the text of a
 chunk that LATEST's manifest lists (``keep_live_text``): a run's chunks/ holds only the
@@ -70,9 +71,10 @@ class RunInfo:
 
     @property
     def state(self) -> str:
-        """``finished``, ``refused``, ``interrupted``, ``corrupt _SUCCESS`` or ``unfinished``."""
+        """``published`` (a valid ``_SUCCESS``), ``refused``, ``interrupted``, ``corrupt
+        _SUCCESS`` or ``unfinished``."""
         if self.finished:
-            return "finished"
+            return "published"
         return self.ended or ("corrupt _SUCCESS" if self.corrupt else "unfinished")
 
     @property

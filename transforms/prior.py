@@ -107,10 +107,16 @@ def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
             )
     except Exception as e:
         raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
+    # A manifest of an older schema version lacks the nullable columns added since.
+    table = schema.with_absent_nulls(table, _fields(schema.MANIFEST, columns))
     problem = invalid_rows(table)
     if problem is not None:
         raise RunRefused(_corrupt(part.path, f"row group {part.row_group}: {problem}"))
     return table
+
+
+def _fields(table: pa.Schema, names: Sequence[str]) -> list[pa.Field]:
+    return [table.field(name) for name in names if name in table.names]
 
 
 def _corrupt(path: str, problem: str) -> str:
@@ -282,7 +288,9 @@ def apply_verdicts(
 
 def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
     """``table``'s occurrence columns plus ``extra``, as a table of ``target`` (the list
-    column's item name, which Parquet may have changed, included)."""
+    column's item name, which Parquet may have changed, included); a nullable column
+    ``table`` lacks (written before it existed) is null."""
+    table = schema.with_absent_nulls(table, target)
     columns = [table[name] for name in schema.OCCURRENCE_FIELDS] + list(extra.values())
     return pa.Table.from_arrays(
         [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, target, strict=True)],

@@ -316,13 +316,14 @@ class Claim:
     prior_run_id: str | None
     prior_manifest: str | None
     after: str | None = None
-    # The process that runs it, for a run that runs inside the launching process (a local
-    # runner): ``runs gc`` never deletes a run whose process is alive on its host.
+    # The process that launched it: on a local runner the one that runs it, on a remote
+    # runner (Dataflow, Flink, Portable) the one that builds and submits its job. ``runs gc``
+    # never deletes a run whose launching process is alive on its host.
     host: str | None = None
     pid: int | None = None
 
     def to_json(self) -> bytes:
-        # host and pid only where known: a remote run's claim is as older releases wrote it.
+        # host and pid only where known: a claim without them is as older releases wrote it.
         fields = {k: v for k, v in asdict(self).items() if v is not None or k not in _PROCESS}
         return (json.dumps(fields, indent=2, sort_keys=True) + "\n").encode("utf-8")
 

@@ -4,7 +4,9 @@ credentials, no network), and the launcher's submit-and-return behaviour."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +162,17 @@ def test_remote_run_submits_prints_the_job_and_returns(tmp_path, capsys):
     assert "run r1  submitted to SubmitOnlyRunner: job job-42 (RUNNING)" in captured.out
     assert str(out / "runs" / "r1" / "_SUCCESS") in captured.out
     assert not (out / "LATEST").exists()  # publishing is the job's own last step
+
+
+def test_a_remote_run_s_claim_names_the_process_that_launched_it(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("hello\n")
+    out = tmp_path / "out"
+    argv = ["run", "--input", f"{docs}/*", "--output", str(out), "--run-id", "r1"]
+    assert main([*argv, f"--runner={__name__}.SubmitOnlyRunner"]) == 0, capsys.readouterr().err
+    claim = json.loads((out / "runs" / "r1" / "_CLAIM").read_text())
+    assert (claim["host"], claim["pid"]) == (socket.gethostname(), os.getpid())
 
 
 def test_template_entry_point_builds_the_job_from_template_parameters(tmp_path):

@@ -251,3 +251,25 @@ def test_no_refusal_advises_a_bare_prior_manifest_none(run, tmp_path):
     with pytest.raises(preflight.UsageError) as info:
         preflight.resolve_prior("auto", str(tmp_path / "out"))
     assert "older finished run" in str(info.value) and "none" not in str(info.value)
+
+
+def test_a_manifest_of_schema_4_is_proven_and_read_with_null_in_the_columns_added_since(
+    tmp_path,
+):
+    from chunkmill.transforms import prior
+
+    rows = hand_rows(3)
+    v4 = manifest(rows).drop_columns(["extracted_by"])
+    v4 = v4.replace_schema_metadata({b"chunkmill.schema_version": b"4"})
+    base = Path(write_finished_run(tmp_path / "out", "r1", [v4]))
+    preflight.prove_run(str(base), "r1")
+    (part,) = prior.list_parts(str(base / "manifest" / "part-00000-of-00001.parquet"))
+    read = prior.read_part(part, schema.MANIFEST_FIELDS)
+    assert read["extracted_by"].to_pylist() == [None] * 3
+    kept = prior.as_table(v4, schema.MANIFEST, is_new=pa.array([False] * 3))
+    assert kept.schema.equals(schema.MANIFEST, check_metadata=False)
+    # A required column is never filled in: a manifest without one is refused.
+    broken = manifest(rows).drop_columns(["chunk_hash"])
+    pq.write_table(broken, base / "manifest" / "part-00000-of-00001.parquet")
+    with pytest.raises(preflight.PriorRefused, match="columns differ from the manifest's"):
+        preflight.check_footer(str(base / "manifest" / "part-00000-of-00001.parquet"))

@@ -73,7 +73,7 @@ def test_runs_list_and_gc_on_marked_and_live_runs(tmp_path: Path, capsys):
             line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]
         }
         assert states == {
-            "r1": "finished",
+            "r1": "published",
             "refused": "refused",
             "interrupted": "interrupted",
             "dead": "unfinished",

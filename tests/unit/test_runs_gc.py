@@ -112,7 +112,7 @@ def test_runs_list_cli(output, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["RUN", "STATE", "STARTED_AT"]
     (latest_line,) = [line for line in lines if line.endswith("<- LATEST")]
-    assert latest_line.split()[:3] == ["night4", "finished", "2026-11-04T01:00:00Z"]
+    assert latest_line.split()[:3] == ["night4", "published", "2026-11-04T01:00:00Z"]
     assert "40" in latest_line.split()
     assert any(line.startswith("crashed") and "unfinished" in line for line in lines)
 

@@ -315,7 +315,7 @@ def test_runs_list_lists_the_runs_and_says_latest_is_damaged(damage, tmp_path, c
     DAMAGE[damage][0](out / "LATEST")
     assert main(["runs", "list", "--output", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[:2] == ["r1", "finished"] and "<- LATEST" not in lines[1]
+    assert lines[1].split()[:2] == ["r1", "published"] and "<- LATEST" not in lines[1]
     assert lines[-1].startswith(f"{out / 'LATEST'} is not a run id (")
 
 
