@@ -496,6 +496,8 @@ def command(argv: Sequence[str]) -> int:
     results = evaluate(settings)
     rows = [report.Row(r.label, r.scores) for r in results]
     print(report.table(rows, settings.k))
+    if len(rows) > 1:  # the first configuration is what the others are measured against
+        print(report.paired_table(rows, rows[0]))
     if settings.html is not None:
         Path(settings.html).write_text(report.html_page(rows, settings.k), encoding="utf-8")
         print(f"page       {settings.html}")
