@@ -62,7 +62,7 @@ AUTO_STRATEGIES: dict[str, str] = {
     "svg": "paragraph",
 }
 # With the input window of the embedding model known (a --model, or a tokenizer whose files
-# tell it), `auto` picks `paragraph` for every prose format, Markdown included, without
+# tell it), `auto` picks `paragraph` for every prose format, Markdown included, with sentence
 # overlap, at max_tokens = the window: measured on the development set with the model
 # retrieving (docs/chunking.md, "Defaults for a model's window"), it had the best recall of
 # chunkmill's configurations that fit the window, and its recall and IoU are not both beaten

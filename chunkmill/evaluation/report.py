@@ -62,6 +62,7 @@ def paired_table(rows: Sequence[Row], baseline: Row) -> str:
         "questions better/worse, sign-test p"
     ]
     width = max([len(r.label) for r in rows if r is not baseline], default=0)
+    name_width = max([len(n) for n in _retrievers(rows)], default=0)
     for row in rows:
         if row is baseline:
             continue
@@ -78,7 +79,7 @@ def paired_table(rows: Sequence[Row], baseline: Row) -> str:
                     f"[{_signed(p.low)} {_signed(p.high)}] p {_p(p.p_bootstrap)}, "
                     f"{p.wins}/{p.losses} p {_p(p.p_sign)}"
                 )
-            lines.append(f"{row.label:<{width}}  {name:<5}  " + "   ".join(cells))
+            lines.append(f"{row.label:<{width}}  {name:<{name_width}}  " + "   ".join(cells))
     return "\n".join(lines)
 
 
