@@ -271,10 +271,7 @@ class SentenceOverlap:
     def fits(self, start: int, end: int) -> bool:
         if self.counter is chars4:
             return end - start <= self.max_tokens * CHARS_PER_TOKEN
-        # No tokenizer reads 16 characters as one token on average: spare the count.
-        return end - start <= 16 * self.max_tokens and (
-            self.counter(self.text[start:end]) <= self.max_tokens
-        )
+        return self.counter(self.text[start:end]) <= self.max_tokens
 
     def units(self) -> Iterator[Unit]:
         text = self.text

@@ -13,6 +13,7 @@ from chunkmill.chunking.base import ParameterError, TokenCounter, chars4
 from chunkmill.chunking.paragraph import ParagraphChunker
 from chunkmill.chunking.tokens import MINILM, load_token_counter, whitespace
 
+from . import test_structure as structure
 from .chunker_contract import reference_paragraphs, texts
 
 
@@ -138,3 +139,33 @@ def test_a_code_fence_that_fits_stays_whole_under_the_window_defaults():
     start, end = text.index("```"), text.rindex("```") + 3
     assert any(s.start <= start and end <= s.end for s in spans)
     assert any(s.start < spans[i - 1].end for i, s in enumerate(spans) if i)  # overlaps made
+
+
+_BUDGET = 64  # characters: max_tokens 16 by the chars4 estimate; every block line fits
+_long_line = st.lists(st.sampled_from(["alpha", "beta.", "gamma?", "x", "1.5", "end."]), min_size=1,
+                      max_size=30).map(" ".join)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(_long_line, structure.fence, structure.table, structure.bullets),
+        min_size=1,
+        max_size=8,
+    ).map("\n\n".join)
+)
+def test_a_block_that_fits_is_never_cut_and_overlaps_stay_outside_blocks(text):
+    from chunkmill.config import Chunking, ChunkingConfig
+
+    config = ChunkingConfig.create(
+        "paragraph", min_chunk_tokens=0, max_tokens=_BUDGET // 4, overlap_tokens=0,
+        overlap_sentences=2,
+    )  # fmt: skip
+    spans = [(s.start, s.end) for s in Chunking(config).chunker_for("markdown").split(text)]
+    for start, end in structure.blocks(text):
+        if end - start <= _BUDGET:
+            assert any(a <= start and end <= b for a, b in spans), (text[start:end], spans)
+        else:
+            inside = {x for a, b in spans for x in (a, b) if start < x < end}
+            assert inside <= structure.line_bounds(text, start, end), (text[start:end], spans)
+    assert all(b - a <= _BUDGET for a, b in spans)
