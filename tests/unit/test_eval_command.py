@@ -117,6 +117,10 @@ def one_line_error(capsys) -> str:
         (["--compare", "paragraph heading-context=maybe"], "takes true or false, not 'maybe'"),
         (["--compare", "paragraph colour=red"], "unrecognized argument"),
         (["--compare", "paragraph chunk-size=400"], "--chunk-size does not apply to strategy"),
+        (
+            ["--compare", "paragraph overlap-tokens=8 overlap-sentences=2"],
+            "--overlap-sentences and --overlap-tokens are two kinds of overlap",
+        ),
         (["--chunk-size", "400", "--strategy", "section"], "--chunk-size does not apply"),
         (["--compare", "section tokenizer='x"], '--compare "section tokenizer=\'x": No closing'),
         (["--model", "x"], "--model x: not a sentence-transformers folder"),
