@@ -4,6 +4,10 @@ all-MiniLM-L6-v2), printed as the Markdown table of docs/evaluation.md.
 
     python -m benchmarks.eval_dev            # the whole table, 2-5 minutes on 2 cores
     python -m benchmarks.eval_dev --bm25     # BM25 only, seconds
+    python -m benchmarks.eval_dev --spec "paragraph tokenizer=all-minilm-l6-v2" --only-specs
+
+After the table, each row is compared with LangChain 400/200 question by question (paired
+bootstrap and sign test, :mod:`chunkmill.evaluation.significance`).
 
 The set is not part of the repository: it is found beside the clone (``--set DIR`` to point
 elsewhere), a folder with ``corpora/NAME.md`` and ``questions.csv`` (docs/evaluation.md).
@@ -91,21 +95,32 @@ def chunkmill_chunks(texts: dict[str, str], spec: str) -> list[EvalChunk]:
     return command.chunk_documents(documents, config)
 
 
-def contenders() -> list[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]]:
+# What every row is compared with, question by question.
+BASELINE = "LangChain 400/200"
+
+
+def contenders(
+    specs: Sequence[str] = CHUNKMILL_SPECS,
+    langchain: Sequence[tuple[int, int]] = LANGCHAIN_SIZES,
+) -> list[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]]:
     found: list[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]] = [
         (f"chunkmill {spec}", lambda texts, spec=spec: chunkmill_chunks(texts, spec))
-        for spec in CHUNKMILL_SPECS
+        for spec in specs
     ]
     found += [
         (f"LangChain {s}/{o}", lambda texts, s=s, o=o: langchain_chunks(texts, s, o))
-        for s, o in LANGCHAIN_SIZES
+        for s, o in langchain
     ]
     return found
 
 
-def measure(dev: DevSet, retrievers: dict[str, Retriever]) -> list[tuple[str, dict[str, Scores]]]:
+def measure(
+    dev: DevSet,
+    retrievers: dict[str, Retriever],
+    found: Sequence[tuple[str, Callable[[dict[str, str]], list[EvalChunk]]]] | None = None,
+) -> list[tuple[str, dict[str, Scores]]]:
     rows = []
-    for label, make in contenders():
+    for label, make in contenders() if found is None else found:
         print(f"scoring {label}", file=sys.stderr, flush=True)
         chunks = make(dev.texts)
         rows.append((label, {n: score(chunks, dev.questions, r) for n, r in retrievers.items()}))
@@ -133,7 +148,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", type=Path, default=DEV_SET, help="the development set's folder")
     parser.add_argument("--bm25", action="store_true", help="BM25 only (no model)")
+    parser.add_argument(
+        "--spec", action="append", default=[], metavar="SPEC",
+        help='another chunkmill row, as eval --compare takes it; repeatable',
+    )  # fmt: skip
+    parser.add_argument(
+        "--only-specs", action="store_true",
+        help=f"only the --spec rows and {BASELINE} (default: the whole table, then them)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.only_specs and not args.spec:
+        parser.error("--only-specs: give at least one --spec")
     if not (args.set / "questions.csv").is_file():
         parser.error(f"no questions.csv in {args.set}: pass --set with the set's folder")
     from chunkmill import embedding
@@ -141,8 +166,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     retrievers: dict[str, Retriever] = {"BM25": Bm25Retriever()}
     if not args.bm25:
         retrievers["MiniLM"] = ModelRetriever(embedding.model_path())
-    print(markdown(measure(load(args.set), retrievers)))
+    specs = args.spec if args.only_specs else [*CHUNKMILL_SPECS, *args.spec]
+    sizes = LANGCHAIN_SIZES[:1] if args.only_specs else LANGCHAIN_SIZES
+    rows = measure(load(args.set), retrievers, contenders(specs, sizes))
+    print(markdown(rows))
+    print()
+    print(significance(rows))
     return 0
+
+
+def significance(rows: Sequence[tuple[str, dict[str, Scores]]]) -> str:
+    """Each row against LangChain 400/200, question by question."""
+    from chunkmill.evaluation import report
+
+    table = [report.Row(label, by) for label, by in rows]
+    return report.paired_table(table, next(r for r in table if r.label == BASELINE))
 
 
 if __name__ == "__main__":

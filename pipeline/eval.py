@@ -43,6 +43,7 @@ CHUNKING_FLAGS = (
     "--strategy",
     "--max-tokens",
     "--overlap-tokens",
+    "--overlap-sentences",
     "--chunk-size",
     "--chunk-overlap",
     "--semantic-model",
@@ -262,6 +263,7 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
             heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
+            overlap_sentences=args.overlap_sentences,
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
             semantic_model=args.semantic_model,
@@ -496,6 +498,8 @@ def command(argv: Sequence[str]) -> int:
     results = evaluate(settings)
     rows = [report.Row(r.label, r.scores) for r in results]
     print(report.table(rows, settings.k))
+    if len(rows) > 1:  # the first configuration is what the others are measured against
+        print(report.paired_table(rows, rows[0]))
     if settings.html is not None:
         Path(settings.html).write_text(report.html_page(rows, settings.k), encoding="utf-8")
         print(f"page       {settings.html}")

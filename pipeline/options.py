@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--overlap-tokens", type=_non_negative_int, help="paragraph: tokens carried between chunks"
     )
     run.add_argument(
+        "--overlap-sentences",
+        type=_non_negative_int,
+        help="paragraph: sentences carried where a chunk ends inside a line "
+        "(with --overlap-tokens 0)",
+    )
+    run.add_argument(
         "--chunk-size", type=_positive_int, help="sentence/recursive: chunk size in characters"
     )
     run.add_argument(
@@ -718,6 +724,7 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
             heading_context=args.heading_context,
             max_tokens=args.max_tokens,
             overlap_tokens=args.overlap_tokens,
+            overlap_sentences=args.overlap_sentences,
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
             semantic_model=args.semantic_model,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 
 from chunkmill.chunking.base import (
     CHARS_PER_TOKEN,
+    ParameterError,
     Span,
     TokenCounter,
     chars4,
@@ -19,6 +21,7 @@ from chunkmill.chunking.paragraphs import (
     SEPARATOR,
     SPACE_THEN_WORD,
     last_break,
+    paragraphs,
     pieces,
 )
 from chunkmill.chunking.token_split import TokenSplit
@@ -109,6 +112,29 @@ class ParagraphChunker:
     each chunk once more if it holds more than one unit or an overlap; each cut (a piece's
     end, an overlap's start) takes one to three counts of at most about twice the piece,
     plus a count of one word. About 2.5 to 4 times the text is counted in all.
+
+    Sentence overlap (``overlap_sentences`` N > 0; ``overlap_tokens`` must then be 0). Cuts
+    inside a line, where a paragraph's lines leave no other place, fall at sentence ends,
+    and the chunk after such a cut repeats the sentences before it, so that a passage the
+    cut would split lies whole in one of the two chunks:
+
+    1. Units: a paragraph that fits the limit is a unit. One that does not is cut into its
+       lines (at ``"\n"``, trimmed); a line that does not fit, into its sentences (a
+       sentence ends at ``.``, ``?`` or ``!`` with any closing quotes or brackets, followed
+       by whitespace); a sentence that does not fit is cut as a long paragraph is above.
+       A unit *ends a line* when it is a paragraph, a line, or the last unit of its line.
+    2. Chunks: each takes units from its first while the chunk, counted exactly (all of
+       it, not unit by unit), fits ``max_tokens``: the largest such run of units, found by
+       doubling then halving the number of units.
+    3. Overlap: when a chunk's last unit does not end a line, the next chunk starts up to
+       N units back: at the earliest of the previous chunk's last N units (never its first)
+       such that none of the units carried ends a line and the new chunk, from there through
+       the unit after the previous chunk, still fits.
+
+    Guarantees as above (chunks trimmed, starts and ends strictly increasing, every
+    non-whitespace character in a chunk, the limit kept by every chunk of more than one
+    character), except that an overlap is whole units, at most N of them, and only at a
+    cut inside a line.
     """
 
     name = "paragraph"
@@ -118,28 +144,45 @@ class ParagraphChunker:
         *,
         max_tokens: int = 700,
         overlap_tokens: int = 80,
+        overlap_sentences: int = 0,
         token_counter: TokenCounter = chars4,
     ) -> None:
         check_int("max_tokens", max_tokens, 1)
         check_int("overlap_tokens", overlap_tokens, 0)
+        check_int("overlap_sentences", overlap_sentences, 0)
         check_less("overlap_tokens", overlap_tokens, "max_tokens", max_tokens)
+        if overlap_sentences and overlap_tokens:
+            raise ParameterError(
+                "{overlap_sentences} and {overlap_tokens} are two kinds of overlap: "
+                "set one of them to 0"
+            )
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
+        self.overlap_sentences = overlap_sentences
         self.token_counter = token_counter
         self.max_chars = max_tokens * CHARS_PER_TOKEN
         self.overlap_chars = overlap_tokens * CHARS_PER_TOKEN
 
     def __repr__(self) -> str:
         counter = "" if self.token_counter is chars4 else f", token_counter={self.token_counter!r}"
+        sentences = f", overlap_sentences={self.overlap_sentences}" * bool(self.overlap_sentences)
         return (
             f"ParagraphChunker(max_tokens={self.max_tokens}, "
-            f"overlap_tokens={self.overlap_tokens}{counter})"
+            f"overlap_tokens={self.overlap_tokens}{sentences}{counter})"
         )
 
     def params(self) -> dict[str, int]:
-        return {"max_tokens": self.max_tokens, "overlap_tokens": self.overlap_tokens}
+        # overlap_sentences only when set, so that configs without it keep their fingerprint.
+        found = {"max_tokens": self.max_tokens, "overlap_tokens": self.overlap_tokens}
+        if self.overlap_sentences:
+            found["overlap_sentences"] = self.overlap_sentences
+        return found
 
     def split(self, text: str) -> list[Span]:
+        if self.overlap_sentences:
+            return SentenceOverlap(
+                text, self.token_counter, self.max_tokens, self.overlap_sentences
+            ).run()
         if self.token_counter is not chars4:
             return TokenSplit(text, self.token_counter, self.max_tokens, self.overlap_tokens).run()
         first = NONSPACE.search(text)
@@ -207,3 +250,117 @@ class ParagraphChunker:
         # of a long paragraph nearly fills max_chars, shrinking the window to a few
         # characters, and a fragment such as "ation." adds noise, not context.
         return unit_start if word is None else word.end() - 1
+
+
+# A sentence's end: a mark, any closing quotes or brackets, then whitespace (not included).
+SENTENCE_END = re.compile(r"[.?!][\"'\u201d\u2019)\]]*(?=\s)")
+
+Unit = tuple[int, int, bool]  # (start, end, whether it ends a line)
+
+
+class SentenceOverlap:
+    """One ``ParagraphChunker.split`` with ``overlap_sentences``; see "Sentence overlap" in
+    the class docstring."""
+
+    def __init__(self, text: str, counter: TokenCounter, max_tokens: int, overlap: int):
+        self.text = text
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+
+    def fits(self, start: int, end: int) -> bool:
+        if self.counter is chars4:
+            return end - start <= self.max_tokens * CHARS_PER_TOKEN
+        return self.counter(self.text[start:end]) <= self.max_tokens
+
+    def units(self) -> Iterator[Unit]:
+        text = self.text
+        for start, end in paragraphs(text):
+            if self.fits(start, end):
+                yield start, end, True
+                continue
+            for line_start, line_end in _trimmed(text, start, end, "\n"):
+                if self.fits(line_start, line_end):
+                    yield line_start, line_end, True
+                    continue
+                sentences = list(_sentences(text, line_start, line_end))
+                for k, (a, b) in enumerate(sentences):
+                    last = k == len(sentences) - 1
+                    if self.fits(a, b):
+                        yield a, b, last
+                        continue
+                    cut = list(self._cut(a, b))
+                    for m, (c, d) in enumerate(cut):
+                        yield c, d, last and m == len(cut) - 1
+
+    def _cut(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """A sentence over the limit in pieces, as ``paragraph`` cuts a long paragraph."""
+        if self.counter is chars4:
+            yield from pieces(self.text, start, end, self.max_tokens * CHARS_PER_TOKEN)
+            return
+        split = TokenSplit(self.text, self.counter, self.max_tokens, 0)
+        for a, b, _ in split.pieces(start, end, split.cost(start, end)):
+            yield a, b
+
+    def run(self) -> list[Span]:
+        units = list(self.units())
+        spans: list[Span] = []
+        first = 0
+        while first < len(units):
+            after = self._last_fit(units, first) + 1  # the chunk is units[first:after]
+            spans.append(Span(units[first][0], units[after - 1][1]))
+            if after == len(units):
+                break
+            start = after
+            if not units[after - 1][2]:  # a cut inside a line: carry units back
+                while (
+                    start - 1 > first
+                    and after - (start - 1) <= self.overlap
+                    and not units[start - 1][2]
+                    and self.fits(units[start - 1][0], units[after][1])
+                ):
+                    start -= 1
+            first = start
+        return spans
+
+    def _last_fit(self, units: list[Unit], first: int) -> int:
+        """The last unit of the largest run from ``first`` that fits (``first`` itself when
+        none longer does): doubling, then halving."""
+        start = units[first][0]
+        good, step = first, 1
+        while good + step < len(units) and self.fits(start, units[good + step][1]):
+            good += step
+            step *= 2
+        bad = min(good + step, len(units))  # the run through units[bad] does not fit
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if self.fits(start, units[middle][1]):
+                good = middle
+            else:
+                bad = middle
+        return good
+
+
+def _trimmed(text: str, start: int, end: int, separator: str) -> Iterator[tuple[int, int]]:
+    """The non-empty, trimmed parts of text[start:end] between ``separator`` s."""
+    at = start
+    while at < end:
+        cut = text.find(separator, at, end)
+        stop = end if cut < 0 else cut
+        first = NONSPACE.search(text, at, stop)
+        if first is not None:
+            yield first.start(), rstrip_end(text, first.start(), stop)
+        at = stop + 1
+
+
+def _sentences(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The trimmed sentences of the trimmed line text[start:end]."""
+    at = start
+    for mark in SENTENCE_END.finditer(text, start, end):
+        if mark.end() >= end:
+            break
+        yield at, mark.end()
+        after = NONSPACE.search(text, mark.end(), end)
+        assert after is not None  # the line ends in non-whitespace
+        at = after.start()
+    yield at, end

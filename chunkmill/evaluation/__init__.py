@@ -8,21 +8,25 @@ scores what was retrieved (:mod:`chunkmill.evaluation.metrics`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from chunkmill.evaluation.metrics import Span, precision_omega, retrieval_score
+from chunkmill.evaluation.metrics import QuestionScore, Span, precision_omega, retrieval_score
 from chunkmill.evaluation.questions import Question, QuestionError, read_questions
 from chunkmill.evaluation.retrievers import Bm25Retriever, ModelRetriever, Retriever
+from chunkmill.evaluation.significance import Paired, compare
 
 __all__ = [
     "Bm25Retriever",
     "EvalChunk",
     "ModelRetriever",
+    "Paired",
     "Question",
     "QuestionError",
+    "QuestionScore",
     "Retriever",
     "Scores",
     "chunks_from_spans",
+    "paired",
     "read_questions",
     "score",
     "spans_in",
@@ -44,7 +48,8 @@ class EvalChunk:
 
 @dataclass(frozen=True)
 class Scores:
-    """Means over the questions (0 to 1), and the chunks scored."""
+    """Means over the questions (0 to 1), and the chunks scored; ``per_question`` holds
+    each question's recall, precision and IoU, in the questions' order (for ``paired``)."""
 
     recall: float
     precision: float
@@ -54,6 +59,7 @@ class Scores:
     questions: int
     chunks: int
     mean_chars: float
+    per_question: tuple[QuestionScore, ...] = field(default=(), repr=False, compare=False)
 
 
 def chunks_from_spans(
@@ -97,14 +103,31 @@ def score(
     for c in chunks:
         by_doc.setdefault(c.doc, []).append((c.start, c.end))
     recall = precision = iou = omega = 0.0
+    each: list[QuestionScore] = []
     for question, top in zip(questions, ranked, strict=True):
         retrieved = [chunks[i] for i in top]
         same = [(c.start, c.end) for c in retrieved if c.doc == question.doc]
         one = retrieval_score(question.evidence, same, [c.end - c.start for c in retrieved])
+        each.append(one)
         recall += one.recall
         precision += one.precision
         iou += one.iou
         omega += precision_omega(question.evidence, by_doc.get(question.doc, []))
     n = len(questions)
     mean_chars = sum(c.end - c.start for c in chunks) / len(chunks) if chunks else 0.0
-    return Scores(recall / n, precision / n, iou / n, omega / n, k, n, len(chunks), mean_chars)
+    return Scores(
+        recall / n, precision / n, iou / n, omega / n, k, n, len(chunks), mean_chars, tuple(each)
+    )
+
+
+def paired(a: Scores, b: Scores, metric: str = "recall") -> Paired:
+    """``a`` against ``b`` (scored on the same questions) on ``metric`` (``recall``,
+    ``precision`` or ``iou``), question by question: the paired bootstrap and sign test of
+    :mod:`chunkmill.evaluation.significance`."""
+    if metric not in ("recall", "precision", "iou"):
+        raise ValueError(f"metric must be recall, precision or iou, not {metric!r}")
+    if len(a.per_question) != a.questions or len(b.per_question) != b.questions:
+        raise ValueError("paired needs the scores of each question (Scores from score)")
+    return compare(
+        [getattr(q, metric) for q in a.per_question], [getattr(q, metric) for q in b.per_question]
+    )

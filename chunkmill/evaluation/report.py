@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkmill.evaluation import Scores
+from chunkmill.evaluation import Scores, paired
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,49 @@ def table(rows: Sequence[Row], k: int) -> str:
     questions = rows[0].any.questions if rows else 0
     lines.append(f"{questions} questions, top {k} chunks each, all documents in one index")
     return "\n".join(lines)
+
+
+PAIRED_METRICS = ("recall", "iou")
+
+
+def paired_table(rows: Sequence[Row], baseline: Row) -> str:
+    """Each row against ``baseline``, question by question, per retriever: the mean
+    difference of recall and of IoU with its 95% bootstrap interval and p, and the questions
+    each does better on with the sign test's p (:mod:`chunkmill.evaluation.significance`).
+    ``*`` marks a difference whose interval leaves out 0."""
+    lines = [
+        f"against {baseline.label}, per question: difference [95% interval] bootstrap p; "
+        "questions better/worse, sign-test p"
+    ]
+    width = max([len(r.label) for r in rows if r is not baseline], default=0)
+    name_width = max([len(n) for n in _retrievers(rows)], default=0)
+    for row in rows:
+        if row is baseline:
+            continue
+        for name in _retrievers([row, baseline]):
+            mine, theirs = row.scores.get(name), baseline.scores.get(name)
+            if mine is None or theirs is None:
+                continue
+            cells = []
+            for metric in PAIRED_METRICS:
+                p = paired(mine, theirs, metric)
+                mark = "*" if p.significant else " "
+                cells.append(
+                    f"{'IoU' if metric == 'iou' else metric} {_signed(p.mean_difference)}{mark}"
+                    f"[{_signed(p.low)} {_signed(p.high)}] p {_p(p.p_bootstrap)}, "
+                    f"{p.wins}/{p.losses} p {_p(p.p_sign)}"
+                )
+            lines.append(f"{row.label:<{width}}  {name:<{name_width}}  " + "   ".join(cells))
+    return "\n".join(lines)
+
+
+def _signed(x: float) -> str:
+    """A difference as the paired table prints it: +.013, -.004."""
+    return ("-" if x < 0 else "+") + _f(abs(x))
+
+
+def _p(x: float) -> str:
+    return "<.001" if x < 0.001 else _f(x)
 
 
 def _f(x: float) -> str:

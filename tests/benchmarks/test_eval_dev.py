@@ -79,3 +79,22 @@ def test_the_command_scores_the_set_as_the_api_does(dev, capsys):
             f"{expected.iou:.3f}".lstrip("0"),
         ]
     assert lines[-1] == "200 questions, top 5 chunks each, all documents in one index"
+
+
+def test_the_benchmark_compares_each_row_with_langchain_400_200(dev, capsys):
+    spec = "paragraph max-tokens=256"
+    assert eval_dev.main(["--bm25", "--only-specs", "--spec", spec]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:4]] == [
+        f"| chunkmill {spec}",
+        "| LangChain 400/200",
+    ]
+    assert lines[5].startswith("against LangChain 400/200, per question:")
+    ours = score(eval_dev.chunkmill_chunks(dev.texts, spec), dev.questions, Bm25Retriever())
+    theirs = score(eval_dev.langchain_chunks(dev.texts, 400, 200), dev.questions, Bm25Retriever())
+    difference = ours.recall - theirs.recall
+    cells = lines[6].split()
+    assert cells[:5] == ["chunkmill", *spec.split(), "BM25", "recall"]
+    assert cells[5].rstrip("*") == (
+        "-" if difference < 0 else "+"
+    ) + f"{abs(difference):.3f}".lstrip("0")

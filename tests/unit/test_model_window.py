@@ -134,7 +134,7 @@ def test_bad_model_flags_are_one_line(argv, message):
     assert message in str(e.value)
 
 
-def test_auto_for_a_model_window_is_paragraph_without_overlap_at_the_window(
+def test_auto_for_a_model_window_is_paragraph_with_sentence_overlap_at_the_window(
     small_window_tokenizer,
 ):
     from chunkmill.config import AUTO_STRATEGIES, Chunking, ChunkingConfig
@@ -147,12 +147,17 @@ def test_auto_for_a_model_window_is_paragraph_without_overlap_at_the_window(
             assert dict(chunker.params()) == {
                 "max_tokens": window,
                 "overlap_tokens": 0,
+                "overlap_sentences": 2,
                 "max_embed_tokens": window,
                 "min_chunk_tokens": 16,
             }
         assert chunking.chunker_for("code", "/x/a.py").name == "recursive"
     # Given, a parameter wins; without a window, auto is as it was.
+    # An overlap in tokens given replaces the sentence overlap, which cannot go with it.
     given = Chunking(ChunkingConfig.create("paragraph", tokenizer=MINILM, overlap_tokens=40))
     assert given.chunker_for("text").params()["overlap_tokens"] == 40
+    assert "overlap_sentences" not in given.chunker_for("text").params()
+    one = Chunking(ChunkingConfig.create(tokenizer=MINILM, overlap_sentences=1))
+    assert one.chunker_for("text").params()["overlap_sentences"] == 1
     plain = Chunking(ChunkingConfig.create())
     assert {f: plain.strategy_for(f) for f in AUTO_STRATEGIES} == AUTO_STRATEGIES
