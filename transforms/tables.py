@@ -30,7 +30,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import schema, stores
 from chunkmill.items import PriorError
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import lineage, prior, storage
+from chunkmill.transforms import lineage, prior, storage, textstore
 
 # The names of the run-state files live with their defensive readers (transforms/runstate.py).
 from chunkmill.transforms.runstate import LATEST as LATEST
@@ -482,6 +482,8 @@ def publish(
     full = {**report, "counts": counts, "tables": table_files(base, written)}
     if replaced is not None:
         full["prior"] = {**full["prior"], "replaces": replaced}
+    # The run's text joins the store, and its _TEXT names it, before _SUCCESS publishes it.
+    textstore.write_run_text(output, run_id, report, written)
     success = FileSystems.join(base, SUCCESS)
     # Written beside and renamed over (a rename is atomic on a local disk; an object store
     # makes an object visible only once whole), so a half-written _SUCCESS is never read.
