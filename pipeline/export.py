@@ -105,7 +105,15 @@ def command(argv: Sequence[str]) -> int:
             f"--to {settings.destination}: the folder holds files that are not an export "
             "(no _EXPORT); choose an empty folder"
         )
-    missing = _missing_texts(state.manifest, state.chunks)
+    try:
+        missing = _missing_texts(state.manifest, state.chunks)
+    except tables.UnreadableTable as e:
+        print(
+            f"chunkmill: chunks of run {state.run_id} have no text: {e}; nothing exported. "
+            "Re-run with --prior-manifest none to chunk everything again",
+            file=sys.stderr,
+        )
+        return 1
     if missing:
         print(
             f"chunkmill: {missing} chunks of run {state.run_id} have no text in "
