@@ -244,7 +244,11 @@ def test_the_quickstart_query_returns_every_current_chunk_after_an_unchanged_nig
     r2 = chunkmill("--input", str(corpus / "**"), output=tmp_path / "chunks", run_id="r2")
     assert r2.counts["chunks_to_embed"] == 0 and r2.table("chunks").num_rows == 0
     readme = (ROOT / "README.md").read_text().split("## Quickstart")[1].split("\n## ")[0]
-    (query,) = [line.strip() for line in readme.splitlines() if "read_state" in line]
+    (query,) = [
+        line.strip()
+        for line in readme.splitlines()
+        if line.strip().startswith("python") and "read_state" in line
+    ]
     shown = subprocess.run(
         ["bash", "-c", query],
         cwd=tmp_path,
