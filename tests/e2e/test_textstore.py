@@ -261,3 +261,53 @@ def test_the_quickstart_query_returns_every_current_chunk_after_an_unchanged_nig
     rows = sorted(r1.rows("manifest"), key=lambda r: (r["source_uri"], r["chunk_index"]))
     assert f"{len(rows)} current chunks" in shown.stdout
     assert rows[0]["source_uri"] in shown.stdout
+
+
+@pytest.fixture(scope="module")
+def object_stores():
+    from tests.e2e.stores import gcs_emulator, s3_emulator
+
+    with gcs_emulator() as gcs, s3_emulator() as s3:
+        yield {"gs": gcs, "s3": s3}
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_the_store_grows_and_compacts_on_object_stores(object_stores, corpus, capsys, scheme):
+    from apache_beam.io.filesystems import FileSystems
+
+    from tests.e2e.stores import gcs_env, read_table, s3_env, store_env
+
+    url = object_stores[scheme]
+    with store_env(gcs_env(url) if scheme == "gs" else s3_env(url)):
+        if scheme == "gs":
+            from google.cloud import storage as gcs_lib
+
+            client = gcs_lib.Client()
+            if client.bucket("textstore").exists():
+                client.bucket("textstore").delete(force=True)
+            client.create_bucket("textstore")
+        else:
+            import boto3
+
+            boto3.client("s3").create_bucket(Bucket="textstore")
+        output = f"{scheme}://textstore/out"
+
+        def run(run_id: str, *args: str) -> None:
+            argv = ["run", "--input", str(corpus / "**"), "--output", output, "--run-id", run_id]
+            assert main([*argv, *args, "--runner=FnApiRunner"]) == 0, capsys.readouterr().err
+
+        run("r1")
+        for name in ("guides/faq.md", "notes.txt", "tool.py"):
+            (corpus / name).unlink()
+        run("r2", "--max-removed-ratio", "1")
+        run("r3")
+        assert main(["runs", "gc", "--output", output, "--keep", "0"]) == 0
+        out = capsys.readouterr().out
+        assert "compacted the text of r3" in out and "deleted  r1" in out
+        manifest = read_table(f"{output}/runs/r3/manifest")
+        state = list(read_chunks(output))
+        assert sorted(r["chunk_id"] for r in state) == sorted(r["chunk_id"] for r in manifest)
+        index = textstore.read_index(output, "r3")
+        assert index is not None and index.dead is None
+        (listed,) = FileSystems.match([f"{output}/text/**"])
+        assert {m.path[len(output) + 1 :] for m in listed.metadata_list} == index.named()
