@@ -236,19 +236,21 @@ def write_run_text(
     those, plus its retired/). Then reads the prior's index again: if ``runs gc`` compacted
     it meanwhile, does it all again on the compacted one (``runs gc`` keeps every file an
     index names, so one read after this one's is written is enough). None, writing nothing,
-    when the run has no store to add to (``base_index``)."""
+    when the run has no store to add to (``base_index``), unless its prior run was written
+    before the store existed: then the store starts here (``start_store``)."""
     base_path = None
     prior = (report.get("prior") or {}).get("run_id")
     base = base_index(output, report)
-    if base is None:
-        return None
-    base_path = index_path(output, str(prior)) if prior else None
     folder = FileSystems.join(output, TEXT, run_id)
     run = runstate.run_dir(output, run_id)
 
     def of(table: str) -> list[str]:
         prefix = FileSystems.join(run, table) + "/"
         return sorted(p for p in written if p.startswith(prefix))
+
+    if base is None:
+        return start_store(output, run_id, of("manifest"), of("chunks")) if prior else None
+    base_path = index_path(output, str(prior)) if prior else None
 
     from chunkmill.transforms import tables
 
@@ -293,6 +295,51 @@ def write_run_text(
         f"the text of run {prior} was rewritten {_PUBLISH_ROUNDS} times while run {run_id} "
         "published; nothing was published, re-run"
     )
+
+
+def start_store(
+    output: str, run_id: str, manifest: Sequence[str], chunks: Sequence[str]
+) -> TextIndex | None:
+    """The store's first state, for a run whose prior run was written before the store
+    existed: the text of every hash of its manifest, from its own chunks/ and those of the
+    finished runs before it (newest first), into ``text/RUN_ID/``, once. None, writing no
+    index, when some text is in no run's chunks/ (a run folder deleted by hand): readers
+    then read the runs' chunks/ as before."""
+    from chunkmill.transforms import tables
+
+    sources = list(chunks)
+    for _, other in reversed(tables.finished_runs(output)):
+        if other == run_id:
+            continue
+        try:
+            report = runstate.read_success(
+                FileSystems.join(runstate.run_dir(output, other), runstate.SUCCESS)
+            )
+        except (runstate.CorruptSuccess, OSError):
+            continue
+        base = runstate.run_dir(output, other)
+        sources += [FileSystems.join(base, f["path"]) for f in report["tables"]["chunks"]]
+    needed = _hashes(manifest)
+    path = FileSystems.join(output, TEXT, run_id, "text-start.parquet")
+
+    def found() -> Iterator[pa.Table]:
+        nonlocal needed
+        for batch in tables.read_parquet_batches(sources, TEXT_SCHEMA.names):
+            if not len(needed):
+                return
+            batch = batch.cast(TEXT_SCHEMA).filter(pc.is_in(batch["chunk_hash"], value_set=needed))
+            needed = needed.filter(pc.invert(pc.is_in(needed, value_set=batch["chunk_hash"])))
+            yield batch
+
+    rows = _write(path, TEXT_SCHEMA, found())
+    if len(needed):
+        if rows:
+            FileSystems.delete([path])
+        return None
+    files = (_file_entry(output, path, rows),) if rows else ()
+    index = TextIndex(run_id=run_id, files=files, dead=None)
+    write_index(output, run_id, index)
+    return index
 
 
 # ---------------------------------------------------------------------------------------------

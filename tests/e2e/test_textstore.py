@@ -5,6 +5,7 @@ gc is killed between its steps."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -311,3 +312,22 @@ def test_the_store_grows_and_compacts_on_object_stores(object_stores, corpus, ca
         assert index is not None and index.dead is None
         (listed,) = FileSystems.match([f"{output}/text/**"])
         assert {m.path[len(output) + 1 :] for m in listed.metadata_list} == index.named()
+
+
+def test_the_first_run_after_runs_without_a_store_starts_it_whole(chunkmill, corpus, capsys):
+    chunkmill("--input", str(corpus / "**"), run_id="r1")
+    (corpus / "guides" / "faq.md").unlink()
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    output = corpus.parent / "out"
+    shutil.rmtree(output / "text")  # as a release before the store left them
+    for index in (output / "runs").glob("*/_TEXT"):
+        index.unlink()
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r3 = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    hashes, dead = store_hashes(output, "r3")
+    assert sorted(hashes) == sorted(manifest_hashes(r3)) and not dead
+    assert gc(output) == 0
+    assert "deleted  r1" in capsys.readouterr().out
+    assert {r["chunk_id"] for r in read_chunks(str(output))} == {
+        r["chunk_id"] for r in r3.rows("manifest")
+    }
