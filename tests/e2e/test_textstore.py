@@ -331,3 +331,34 @@ def test_the_first_run_after_runs_without_a_store_starts_it_whole(chunkmill, cor
     assert {r["chunk_id"] for r in read_chunks(str(output))} == {
         r["chunk_id"] for r in r3.rows("manifest")
     }
+
+
+def test_a_run_publishing_while_gc_compacts_its_prior_names_the_compacted_text(
+    chunkmill, corpus, capsys, monkeypatch
+):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    old_files = textstore.read_index(str(output), "r1").named()
+    real_write_index = textstore.write_index
+    compactions = []
+
+    def gc_meanwhile(out: str, run_id: str, index: textstore.TextIndex) -> None:
+        # gc compacts r1's text after r2 read it and before r2 reads it again.
+        if run_id == "r2" and not compactions:
+            prior = textstore.read_index(out, "r1")
+            compactions.append(textstore.compact(out, "r1", prior))
+        real_write_index(out, run_id, index)
+
+    monkeypatch.setattr(textstore, "write_index", gc_meanwhile)
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r2 = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    monkeypatch.undo()
+    assert compactions
+    index = textstore.read_index(str(output), "r2")
+    assert index is not None and not index.named() & old_files
+    assert compactions[0].named() <= index.named()
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    capsys.readouterr()
+    assert not any((output / f).exists() for f in old_files)
+    hashes, dead = store_hashes(output, "r2")
+    assert sorted(hashes) == sorted(manifest_hashes(r2)) and not dead
