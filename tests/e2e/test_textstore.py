@@ -127,6 +127,10 @@ def test_gc_compacts_dead_text_away_and_live_text_stays(chunkmill, corpus, capsy
     hashes, dead = store_hashes(output, "r2")
     assert len(dead) / len(hashes) > textstore.COMPACT_DEAD_SHARE
     before = exported(output, capsys)
+    files = store_files(output)
+    assert gc(output, "--dry-run") == 0
+    assert "would compact the text of r2" in capsys.readouterr().out
+    assert store_files(output) == files and (output / "runs" / "r1").exists()
     assert gc(output) == 0
     assert "compacted the text of r2" in capsys.readouterr().out
     hashes, dead = store_hashes(output, "r2")
@@ -210,6 +214,17 @@ def test_gc_killed_between_its_steps_loses_nothing_and_the_next_gc_finishes(
         before, key=lambda r: r["chunk_id"]
     )
     assert {r["chunk_hash"] for r in before} == manifest_hashes(r2)
+
+
+def test_gc_deletes_nothing_when_latest_s_index_is_damaged(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    output = r1.dir.parents[1]
+    (output / "runs" / "r2" / "_TEXT").write_text("{not json")
+    assert gc(output) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deletes nothing" in err and "_TEXT" in err
+    assert (output / "runs" / "r1").exists()
 
 
 def test_gc_keeps_the_text_of_a_run_in_flight(chunkmill, corpus, capsys):
