@@ -470,7 +470,9 @@ def publish(
     report: dict[str, Any],
     policy: PublishPolicy = PublishPolicy(),
 ) -> str:
-    """Writes ``_SUCCESS`` (the run report, with every table's files, rows and bytes), then
+    """Adds the run's new text to the text store and writes its ``_TEXT``
+    (``textstore.write_run_text``), writes ``_SUCCESS`` (the run report, with every table's
+    files, rows and bytes), then
     points ``LATEST`` at the newest finished run, which is this one unless a run that started
     later has already finished. Idempotent, so a retried bundle republishes the same thing.
     Publishes nothing (``RunRefused``) when ``policy`` refuses the run."""
