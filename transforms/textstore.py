@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import schema
+from chunkmill.refusal import RunRefused
 from chunkmill.transforms import runstate
 
 TEXT = "text"
@@ -257,7 +258,15 @@ def write_run_text(
     for attempt in range(_PUBLISH_ROUNDS):
         seen = runstate.read_bytes(base_path) if base_path else b""
         if base_path:
-            base = parse_index(seen)
+            try:
+                base = parse_index(seen)
+                prove(output, base)
+            except (CorruptIndex, TextMissing) as e:
+                raise RunRefused(
+                    f"the text store of the prior run {prior} cannot be used ({e}); nothing "
+                    f"was published. Restore its {INDEX} and files, or re-run with "
+                    "--prior-manifest none"
+                ) from None
         old_dead = dead_hashes(output, base)
         text_path = FileSystems.join(folder, f"text-{attempt}.parquet")
         added = _write(
@@ -295,6 +304,31 @@ def write_run_text(
         f"the text of run {prior} was rewritten {_PUBLISH_ROUNDS} times while run {run_id} "
         "published; nothing was published, re-run"
     )
+
+
+def prove(output: str, index: TextIndex) -> None:
+    """Every file ``index`` names is there with the size it records; ``TextMissing``
+    names the first that is not."""
+    entries = [*index.files, *([index.dead] if index.dead else [])]
+    if not entries:
+        return
+    paths = [FileSystems.join(output, e["path"]) for e in entries]
+    sizes: dict[str, int] = {}
+    try:
+        results = FileSystems.match(paths)
+    except Exception:  # a store that raises for a path matching nothing: one at a time
+        results = []
+        for path in paths:
+            try:
+                results += FileSystems.match([path])
+            except Exception:
+                continue
+    for result in results:
+        for meta in result.metadata_list:
+            sizes[meta.path] = meta.size_in_bytes
+    for entry, path in zip(entries, paths, strict=True):
+        if sizes.get(path) != entry["bytes"]:
+            raise TextMissing(f"{entry['path']} is missing or not of {entry['bytes']} bytes")
 
 
 def start_store(

@@ -377,3 +377,16 @@ def test_a_run_publishing_while_gc_compacts_its_prior_names_the_compacted_text(
     assert not any((output / f).exists() for f in old_files)
     hashes, dead = store_hashes(output, "r2")
     assert sorted(hashes) == sorted(manifest_hashes(r2)) and not dead
+
+
+def test_a_run_over_a_store_file_deleted_by_hand_is_refused(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    (output / "text" / "r1" / "text-0.parquet").unlink()
+    argv = ["run", "--input", str(corpus / "**"), "--output", str(output), "--run-id", "r2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "text store of the prior run r1 cannot be used" in err and "text-0.parquet" in err
+    assert "Traceback" not in err
+    assert (output / "LATEST").read_text().strip() == "r1"
+    assert not (output / "runs" / "r2" / "_SUCCESS").exists()
