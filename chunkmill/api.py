@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from chunkmill import ids
 from chunkmill.config import AUTO, Chunking, ChunkingConfig
 from chunkmill.document import PROCESSED, chunk_extracted
@@ -21,6 +23,7 @@ __all__ = [
     "chunk_text",
     "extract_text",
     "read_chunks",
+    "read_state",
 ]
 
 
@@ -81,55 +84,90 @@ def read_chunks(
     dicts with the columns of the ``chunks/`` table (``text`` and ``text_with_context``
     among them). ``run``: a run id, default the run ``LATEST`` names.
 
-    ``state=True``: the whole current state after that run, every occurrence of its
-    manifest (sorted by ``source_uri``, then ``chunk_index``) with the text of its hash from
-    the ``chunks/`` table of whichever run of its chain first had it. ``state=False``: only
-    the run's own ``chunks/`` rows, the hashes new in it (what to embed), in file order.
-    The state's texts are held in memory by hash: for a notebook or a corpus of modest size
-    (``chunkmill export`` writes a state of any size as one table). Raises ``RunNotFound``.
+    ``state=True``: the whole current state after that run (``read_state``), every
+    occurrence of its manifest (sorted by ``source_uri``, then ``chunk_index``) with the
+    text of its hash from the text store. ``state=False``: only the run's own ``chunks/``
+    rows, the hashes new in it (what to embed), in file order. Raises ``RunNotFound``.
     """
+    if state:
+        yield from read_state(output, run).to_pylist()
+        return
     from chunkmill.pipeline.options import UsageError
     from chunkmill.pipeline.runs import list_runs, state_files
-    from chunkmill.schema import CHUNKS, OCCURRENCE_FIELDS
+    from chunkmill.schema import CHUNKS
     from chunkmill.transforms import runstate, tables
 
     try:
         files = state_files(output, run)
     except (UsageError, runstate.BadLatest) as e:
         raise RunNotFound(str(e)) from None
-    if not state:
-        info = next(r for r in list_runs(output) if r.run_id == files.run_id)
-        base = tables.run_dir(output, files.run_id)
-        own = [f"{base}/{f['path']}" for f in (info.tables or {}).get("chunks", [])]
-        for batch in tables.read_parquet_batches(own, CHUNKS.names):
-            yield from batch.to_pylist()
-        return
-    texts: dict[str, tuple[str, str | None]] = {}
-    for batch in tables.read_parquet_batches(
-        files.chunks, ["chunk_hash", "text", "text_with_context"]
-    ):
-        for h, text, window in zip(
-            batch["chunk_hash"].to_pylist(),
-            batch["text"].to_pylist(),
-            batch["text_with_context"].to_pylist(),
-            strict=True,
-        ):
-            texts.setdefault(h, (text, window))  # the newest run's first
-    rows = [
-        row
-        for batch in tables.read_parquet_batches(files.manifest, OCCURRENCE_FIELDS)
-        for row in batch.to_pylist()
+    info = next(r for r in list_runs(output) if r.run_id == files.run_id)
+    base = tables.run_dir(output, files.run_id)
+    own = [f"{base}/{f['path']}" for f in (info.tables or {}).get("chunks", [])]
+    for batch in tables.read_parquet_batches(own, CHUNKS.names):
+        yield from batch.to_pylist()
+
+
+def read_state(output: str, run: str | None = None) -> pa.Table:
+    """The whole current state after ``run`` (default: LATEST's) as one Arrow table with the
+    columns of the ``chunks/`` table: every occurrence of its manifest, sorted by
+    ``source_uri`` then ``chunk_index``, with the text of its hash from the files its
+    ``_TEXT`` names (docs/text-store.md; for a run without one, from the ``chunks/`` of the
+    runs that first chunked each hash). Held in memory: for a notebook or a corpus of modest
+    size (``chunkmill export`` writes a state of any size). Raises ``RunNotFound``."""
+    from chunkmill.pipeline.options import UsageError
+    from chunkmill.pipeline.runs import state_files
+    from chunkmill.transforms import runstate, tables
+
+    for attempt in range(2):
+        try:
+            files = state_files(output, run)
+        except (UsageError, runstate.BadLatest) as e:
+            raise RunNotFound(str(e)) from None
+        try:
+            return _join_text(files.run_id, files.manifest, files.chunks)
+        except tables.UnreadableTable:
+            # runs gc compacted the store under the reader: its index names new files.
+            if not files.from_store or attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _join_text(run_id: str, manifest: list[str], texts: list[str]) -> pa.Table:
+    import pyarrow.compute as pc
+
+    from chunkmill.schema import CHUNKS, OCCURRENCE_FIELDS
+    from chunkmill.transforms import tables
+
+    occurrences = pa.concat_tables(
+        [
+            b.select(list(OCCURRENCE_FIELDS))
+            for b in tables.read_parquet_batches(manifest, OCCURRENCE_FIELDS)
+        ]
+        or [CHUNKS.empty_table().select(list(OCCURRENCE_FIELDS))],
+        promote_options="permissive",
+    ).cast(pa.schema([CHUNKS.field(n) for n in OCCURRENCE_FIELDS]))
+    needed = pc.unique(occurrences["chunk_hash"])
+    columns = ["chunk_hash", "text", "text_with_context"]
+    found = [
+        b.filter(pc.is_in(b["chunk_hash"], value_set=needed))
+        for b in tables.read_parquet_batches(texts, columns)
     ]
-    rows.sort(key=lambda r: (r["source_uri"], r["chunk_index"]))
-    for row in rows:
-        found = texts.get(row["chunk_hash"])
-        if found is None:  # a run folder deleted by hand: the hash's text is gone
-            raise RunNotFound(
-                f"chunk {row['chunk_id']} of run {files.run_id} has no text in any run's "
-                "chunks/ (a run folder was deleted?)"
-            )
-        row["text"], row["text_with_context"] = found
-        yield row
+    text = pa.concat_tables(
+        found or [CHUNKS.empty_table().select(columns)], promote_options="permissive"
+    )
+    at = pc.index_in(occurrences["chunk_hash"], value_set=text["chunk_hash"])
+    if pc.any(pc.is_null(at)).as_py():
+        missing = pc.sum(pc.is_null(at)).as_py()
+        raise RunNotFound(
+            f"{missing} chunks of run {run_id} have no text in the text store or any run's "
+            "chunks/ (a file was deleted by hand?)"
+        )
+    joined = {name: occurrences[name] for name in OCCURRENCE_FIELDS}
+    joined["text"] = pc.take(text["text"], at)
+    joined["text_with_context"] = pc.take(text["text_with_context"], at)
+    table = pa.table(joined, schema=CHUNKS)
+    return table.sort_by([("source_uri", "ascending"), ("chunk_index", "ascending")])
 
 
 def chunk_text(

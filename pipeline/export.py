@@ -3,8 +3,9 @@
     DESTINATION/state-RUN_ID-NNNNN-of-MMMMM.parquet   every occurrence, with text (schema.CHUNKS)
     DESTINATION/_EXPORT                               JSON: the run, its rows and files
 
-A run's own tables hold only its changes (chunks/ has the hashes new in it), so this is the
-table to point a BigQuery external table, a dbt source or pandas at, or to re-embed from.
+A run's own tables hold only its changes (chunks/ has the hashes new in it); the text of
+its state is read from the text store its ``_TEXT`` names (docs/text-store.md). This is the
+one table to point a BigQuery external table, a dbt source or pandas at, or to re-embed from.
 Exporting again into the same destination writes the new files, then ``_EXPORT``, then
 deletes the previous export's files: a reader that follows ``_EXPORT`` sees one whole state;
 one that globs the folder sees both states for that moment.
@@ -104,11 +105,20 @@ def command(argv: Sequence[str]) -> int:
             f"--to {settings.destination}: the folder holds files that are not an export "
             "(no _EXPORT); choose an empty folder"
         )
-    missing = _missing_texts(state.manifest, state.chunks)
+    try:
+        missing = _missing_texts(state.manifest, state.chunks)
+    except tables.UnreadableTable as e:
+        print(
+            f"chunkmill: chunks of run {state.run_id} have no text: {e}; nothing exported. "
+            "Re-run with --prior-manifest none to chunk everything again",
+            file=sys.stderr,
+        )
+        return 1
     if missing:
         print(
-            f"chunkmill: {missing} chunks of run {state.run_id} have no text in any run's "
-            "chunks/ (a run folder was deleted by hand); nothing exported. Re-run with "
+            f"chunkmill: {missing} chunks of run {state.run_id} have no text in "
+            + ("its text store" if state.from_store else "any run's chunks/")
+            + " (a file was deleted by hand); nothing exported. Re-run with "
             "--prior-manifest none to chunk everything again (still refused if it would drop "
             "more than --max-removed-ratio of LATEST's documents)",
             file=sys.stderr,

@@ -20,10 +20,13 @@ stopped it) holds ``_REFUSED``, an interrupted one (SIGINT, SIGTERM) ``_INTERRUP
 runs it; a remote run's builds and submits its job): whatever the grace period, ``gc`` never
 deletes a run whose launching process is alive on the host ``gc`` runs on.
 
-Nor, whatever its age, is a finished run whose chunks/ holds the only copy of the text of a
-chunk that LATEST's manifest lists (``keep_live_text``): a run's chunks/ holds only the
-hashes new in it, so the text of the current state is spread over the runs that first
-chunked each hash.
+The text of the current state is in the text store (``transforms.textstore``,
+docs/text-store.md), which ``gc`` compacts: it rewrites LATEST's live text into new files
+when much of the store is dead text or its files are many, then deletes every file of the
+store that no run's ``_TEXT`` names (``textstore.sweep``), so old runs go without their text.
+Only when LATEST has no ``_TEXT`` (a run of an older release, or one whose prior was a
+manifest from elsewhere) is a finished run kept whose chunks/ holds the only copy of the
+text of a chunk LATEST's manifest lists (``keep_live_text``).
 
 A ``_SUCCESS`` that does not parse as a run report (truncated, damaged) does not make a run
 finished: it is listed as ``corrupt _SUCCESS`` and treated as unfinished.
@@ -44,7 +47,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline.options import UsageError, parse_runs
-from chunkmill.transforms import lineage, runstate, tables
+from chunkmill.transforms import lineage, runstate, tables, textstore
 
 
 @dataclass(frozen=True)
@@ -263,18 +266,21 @@ def _hashes(output: str, run: RunInfo, table: str) -> pa.Array:
 
 @dataclass(frozen=True)
 class StateFiles:
-    """Where the state a finished run published lies: its manifest's files, and the chunks/
-    files of the runs up to it, newest first (a current chunk's text is in the run that first
-    chunked its hash)."""
+    """Where the state a finished run published lies: its manifest's files, and the files
+    that hold the text of its hashes: those its ``_TEXT`` names (``from_store``; they also
+    hold dead text, which no manifest row asks for), else the chunks/ files of the runs up
+    to it, newest first (a current chunk's text is in the run that first chunked its
+    hash)."""
 
     run_id: str
     manifest: list[str]
     chunks: list[str]
+    from_store: bool = False
 
 
 def state_files(output: str, run_id: str | None) -> StateFiles:
     """The ``StateFiles`` of ``run_id`` (default: LATEST's); ``UsageError`` in one line when
-    there is no such finished run."""
+    there is no such finished run or its ``_TEXT`` is damaged."""
     if run_id is None:
         try:
             run_id = runstate.read_latest(output)
@@ -291,6 +297,12 @@ def state_files(output: str, run_id: str | None) -> StateFiles:
         base = tables.run_dir(output, r.run_id)
         return [FileSystems.join(base, f["path"]) for f in (r.tables or {}).get(table, [])]
 
+    try:
+        index = textstore.read_index(output, run_id)
+    except textstore.CorruptIndex as e:
+        raise UsageError(f"run {run_id}'s {textstore.INDEX} is damaged ({e})") from None
+    if index is not None:
+        return StateFiles(run_id, files(run, "manifest"), index.paths(output), from_store=True)
     older = sorted((r for r in runs.values() if r.order <= run.order), key=lambda r: r.order)
     chunks = [path for r in reversed(older) for path in files(r, "chunks")]
     return StateFiles(run_id, files(run, "manifest"), chunks)
@@ -355,10 +367,36 @@ def command(argv: Sequence[str]) -> int:
         raise UsageError(bad_latest)
     decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
     try:
-        decisions = keep_live_text(settings.output, decisions, latest)
-    except LiveStateUnreadable as e:
-        print(f"chunkmill: runs gc deletes nothing: {e}", file=sys.stderr)
+        index = textstore.read_index(settings.output, latest) if latest else None
+    except (textstore.CorruptIndex, OSError) as e:
+        print(
+            f"chunkmill: runs gc deletes nothing: LATEST's {textstore.INDEX}: {e}", file=sys.stderr
+        )
         return 1
+    if index is None:  # LATEST's text is spread over the runs' chunks/
+        try:
+            decisions = keep_live_text(settings.output, decisions, latest)
+        except LiveStateUnreadable as e:
+            print(f"chunkmill: runs gc deletes nothing: {e}", file=sys.stderr)
+            return 1
+    elif textstore.needs_compaction(index) and latest is not None:
+        why = textstore.needs_compaction(index)
+        if settings.dry_run:
+            print(f"would compact the text of {latest} ({why})")
+        else:
+            try:
+                done = textstore.compact(settings.output, latest, index)
+            except Exception as e:
+                print(
+                    f"chunkmill: runs gc deletes nothing: compacting the text of {latest} "
+                    f"failed: {e}",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"compacted the text of {latest} ({why}): {done.live} texts in "
+                f"{len(done.files)} files"
+            )
     verb = "would delete" if settings.dry_run else "deleted"
     for d in decisions:
         if d.delete and not settings.dry_run:
@@ -369,6 +407,10 @@ def command(argv: Sequence[str]) -> int:
                 return 1
         print(f"{verb if d.delete else 'kept'}  {d.run.run_id}  ({d.reason})")
     deleted = sum(d.delete for d in decisions)
+    going = [d.run.run_id for d in decisions if d.delete]
+    swept = textstore.sweep(settings.output, deleting=going, dry_run=settings.dry_run)
+    if swept.deleted:
+        print(f"{verb} {len(swept.deleted)} files of the text store that no run names")
     stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"{verb} {deleted} of {len(decisions)} runs in {settings.output} at {stamp}")
     return 0

@@ -30,7 +30,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import schema, stores
 from chunkmill.items import PriorError
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import lineage, prior, storage
+from chunkmill.transforms import lineage, prior, storage, textstore
 
 # The names of the run-state files live with their defensive readers (transforms/runstate.py).
 from chunkmill.transforms.runstate import LATEST as LATEST
@@ -470,7 +470,9 @@ def publish(
     report: dict[str, Any],
     policy: PublishPolicy = PublishPolicy(),
 ) -> str:
-    """Writes ``_SUCCESS`` (the run report, with every table's files, rows and bytes), then
+    """Adds the run's new text to the text store and writes its ``_TEXT``
+    (``textstore.write_run_text``), writes ``_SUCCESS`` (the run report, with every table's
+    files, rows and bytes), then
     points ``LATEST`` at the newest finished run, which is this one unless a run that started
     later has already finished. Idempotent, so a retried bundle republishes the same thing.
     Publishes nothing (``RunRefused``) when ``policy`` refuses the run."""
@@ -482,6 +484,8 @@ def publish(
     full = {**report, "counts": counts, "tables": table_files(base, written)}
     if replaced is not None:
         full["prior"] = {**full["prior"], "replaces": replaced}
+    # The run's text joins the store, and its _TEXT names it, before _SUCCESS publishes it.
+    textstore.write_run_text(output, run_id, report, written)
     success = FileSystems.join(base, SUCCESS)
     # Written beside and renamed over (a rename is atomic on a local disk; an object store
     # makes an object visible only once whole), so a half-written _SUCCESS is never read.

@@ -26,7 +26,7 @@ def test_export_after_gc_holds_every_current_chunk_with_its_text(chunkmill, corp
     assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
     destination = output.parent / "state"
 
-    assert "kept  r1  (holds the only text of" in capsys.readouterr().out
+    assert "deleted  r1" in capsys.readouterr().out  # its text is in the store
     assert main(["export", "--output", str(output), "--to", str(destination)]) == 0
     capsys.readouterr()
     exported = pq.read_table(destination).to_pylist()
@@ -68,7 +68,7 @@ def test_export_refuses_a_state_whose_text_was_deleted_by_hand(chunkmill, corpus
     output = first.dir.parents[1]
     (corpus / "added.md").write_text("# Added\n\n" + prose("added", 2))
     chunkmill("--input", str(corpus / "**"), run_id="r2")
-    shutil.rmtree(output / "runs" / "r1")  # r1 held the text of every chunk r2 carried
+    shutil.rmtree(output / "text" / "r1")  # r1 added the text of every chunk r2 carried
     destination = tmp_path / "state"
     assert main(["export", "--output", str(output), "--to", str(destination)]) == 1
     assert "have no text" in capsys.readouterr().err

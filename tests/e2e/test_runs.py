@@ -180,9 +180,14 @@ def test_a_run_that_breaks_publishes_nothing(chunkmill, corpus, tmp_path, monkey
     assert not (out / "runs" / "r2" / "_SUCCESS").exists()
 
 
-def test_gc_leaves_the_text_of_every_chunk_latest_lists(chunkmill, corpus, capsys):
-    """Three nights of edits, a deletion and an addition, then ``runs gc --keep 0``: the
-    chunks/ tables left hold the text of every chunk the current manifest lists."""
+def test_gc_leaves_the_text_of_every_chunk_latest_lists_without_a_text_store(
+    chunkmill, corpus, capsys
+):
+    """Three nights of edits, a deletion and an addition by a release before the text store
+    (no _TEXT, no text/), then ``runs gc --keep 0``: the chunks/ tables left hold the text of
+    every chunk the current manifest lists."""
+    import shutil
+
     from chunkmill.pipeline.cli import main
 
     chunkmill("--input", str(corpus / "**"), run_id="r1")
@@ -193,6 +198,9 @@ def test_gc_leaves_the_text_of_every_chunk_latest_lists(chunkmill, corpus, capsy
     (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
     last = chunkmill("--input", str(corpus / "**"), run_id="r3")
     output = last.dir.parents[1]
+    shutil.rmtree(output / "text")
+    for index in (output / "runs").glob("*/_TEXT"):
+        index.unlink()
     assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
     printed = capsys.readouterr().out
     # r1 first chunked what r2 and r3 carried over; r2 holds start.md's edited chunks.

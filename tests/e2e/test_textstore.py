@@ -1,0 +1,392 @@
+"""The text store (docs/text-store.md): the whole current text readable from LATEST on every
+night, grown by what is new, compacted by ``runs gc`` without ever losing live text, also when
+gc is killed between its steps."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from chunkmill.api import read_chunks
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import textstore
+from tests.e2e.conftest import prose
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).parents[2]
+
+
+def store_hashes(output: Path, run_id: str) -> tuple[list[str], set[str]]:
+    """Every hash in the files ``run_id``'s _TEXT names (with repeats), and its dead ones."""
+    index = textstore.read_index(str(output), run_id)
+    assert index is not None
+    hashes = [
+        h for p in index.paths(str(output)) for h in pq.read_table(p)["chunk_hash"].to_pylist()
+    ]
+    dead = set(textstore.dead_hashes(str(output), index).to_pylist())
+    return hashes, dead
+
+
+def manifest_hashes(run) -> set[str]:
+    return {r["chunk_hash"] for r in run.rows("manifest")}
+
+
+def store_files(output: Path) -> set[str]:
+    return {str(p.relative_to(output)) for p in (output / "text").rglob("*.parquet")}
+
+
+def gc(output: Path, *args: str) -> int:
+    return main(["runs", "gc", "--output", str(output), "--keep", "0", *args])
+
+
+def three_nights(chunkmill, corpus: Path):
+    """r1; r2 edits a paragraph, deletes a document, adds one; r3 changes nothing."""
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    start = corpus / "guides" / "start.md"
+    start.write_text(start.read_text().replace("start paragraph 5:", "start paragraph V:"))
+    (corpus / "guides" / "faq.md").unlink()
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r2 = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    r3 = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    return r1, r2, r3
+
+
+def exported(output: Path, capsys) -> list[dict]:
+    destination = output.parent / "state"
+    assert main(["export", "--output", str(output), "--to", str(destination)]) == 0
+    capsys.readouterr()
+    return pq.read_table(destination).to_pylist()
+
+
+def test_each_night_adds_only_its_new_text_and_names_every_live_hash_once(chunkmill, corpus):
+    r1, r2, r3 = three_nights(chunkmill, corpus)
+    output = r1.dir.parents[1]
+    for run in (r1, r2, r3):
+        hashes, dead = store_hashes(output, run.dir.name)
+        assert len(hashes) == len(set(hashes))  # never a hash twice
+        assert set(hashes) - dead == manifest_hashes(run)
+        assert not dead & manifest_hashes(run)
+    # r2's store file holds exactly its chunks/; r3 (unchanged) wrote none.
+    (r2_file,) = sorted((output / "text" / "r2").glob("text-*.parquet"))
+    assert sorted(pq.read_table(r2_file)["chunk_hash"].to_pylist()) == sorted(
+        r["chunk_hash"] for r in r2.rows("chunks")
+    )
+    assert not (output / "text" / "r3").exists()
+    # r2's dead hashes are what it retired.
+    _, dead = store_hashes(output, "r2")
+    assert dead == {r["chunk_hash"] for r in r2.rows("retired")} and dead
+
+
+def test_a_revived_hash_is_live_again_not_written_twice(chunkmill, corpus):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    faq = corpus / "guides" / "faq.md"
+    text = faq.read_text()
+    faq.unlink()
+    r2 = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    faq.write_text(text)  # back: its hashes are dead in the store, now live again
+    r3 = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    output = r1.dir.parents[1]
+    assert r3.counts["chunks_to_embed"] > 0
+    hashes, dead = store_hashes(output, "r3")
+    assert len(hashes) == len(set(hashes)) and not dead
+    assert set(hashes) == manifest_hashes(r3) == manifest_hashes(r1)
+    _, dead2 = store_hashes(output, "r2")
+    assert dead2 == manifest_hashes(r1) - manifest_hashes(r2)
+
+
+def test_gc_keep_0_lets_old_runs_go_and_keeps_all_live_text(chunkmill, corpus, capsys):
+    r1, r2, r3 = three_nights(chunkmill, corpus)
+    output = r1.dir.parents[1]
+    before = exported(output, capsys)
+    assert gc(output) == 0
+    out = capsys.readouterr().out
+    assert "deleted  r1" in out and "deleted  r2" in out and "holds the only text" not in out
+    assert sorted(p.name for p in (output / "runs").iterdir()) == ["r3"]
+    after = exported(output, capsys)
+    assert sorted(after, key=lambda r: r["chunk_id"]) == sorted(before, key=lambda r: r["chunk_id"])
+    assert {r["chunk_id"] for r in after} == {r["chunk_id"] for r in r3.rows("manifest")}
+    state = list(read_chunks(str(output)))
+    assert [r["chunk_id"] for r in state] == [
+        r["chunk_id"] for r in sorted(after, key=lambda r: (r["source_uri"], r["chunk_index"]))
+    ]
+
+
+def test_gc_compacts_dead_text_away_and_live_text_stays(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    for name in ("guides/faq.md", "notes.txt", "tool.py"):
+        (corpus / name).unlink()
+    r2 = chunkmill("--input", str(corpus / "**"), "--max-removed-ratio", "1", run_id="r2")
+    hashes, dead = store_hashes(output, "r2")
+    assert len(dead) / len(hashes) > textstore.COMPACT_DEAD_SHARE
+    before = exported(output, capsys)
+    files = store_files(output)
+    assert gc(output, "--dry-run") == 0
+    assert "would compact the text of r2" in capsys.readouterr().out
+    assert store_files(output) == files and (output / "runs" / "r1").exists()
+    assert gc(output) == 0
+    assert "compacted the text of r2" in capsys.readouterr().out
+    hashes, dead = store_hashes(output, "r2")
+    assert set(hashes) == manifest_hashes(r2) and len(hashes) == len(set(hashes)) and not dead
+    # Every file left under text/ is one the index names: the dead text is gone from disk.
+    index = textstore.read_index(str(output), "r2")
+    assert index is not None and store_files(output) == index.named()
+    on_disk = {
+        h for f in store_files(output) for h in pq.read_table(output / f)["chunk_hash"].to_pylist()
+    }
+    assert on_disk == manifest_hashes(r2)
+    assert sorted(exported(output, capsys), key=lambda r: r["chunk_id"]) == sorted(
+        before, key=lambda r: r["chunk_id"]
+    )
+    # The next night adds to the compacted store.
+    (corpus / "new.md").write_text("# New\n\n" + prose("new", 2))
+    r3 = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    hashes, dead = store_hashes(output, "r3")
+    assert set(hashes) == manifest_hashes(r3) and not dead
+
+
+_GC_STOPPED_AT = """
+import sys
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import textstore
+
+step = sys.argv[2]
+real = {"compact": textstore.compact, "write_index": textstore.write_index,
+        "sweep": textstore.sweep}
+
+
+def dies(name):
+    def stop(*args, **kwargs):
+        if name == "write_index":  # dies after the compacted files are written
+            raise SystemExit(9)
+        if name == "sweep":  # dies after the index is swapped, before anything is deleted
+            raise SystemExit(9)
+        return real[name](*args, **kwargs)
+    return stop
+
+
+setattr(textstore, step, dies(step))
+sys.exit(main(["runs", "gc", "--output", sys.argv[1], "--keep", "0"]))
+"""
+
+
+@pytest.mark.parametrize("step", ["write_index", "sweep"])
+def test_gc_killed_between_its_steps_loses_nothing_and_the_next_gc_finishes(
+    chunkmill, corpus, capsys, tmp_path, step
+):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    for name in ("guides/faq.md", "notes.txt", "tool.py"):
+        (corpus / name).unlink()
+    r2 = chunkmill("--input", str(corpus / "**"), "--max-removed-ratio", "1", run_id="r2")
+    before = exported(output, capsys)
+    script = tmp_path / "gc_dies.py"
+    script.write_text(_GC_STOPPED_AT)
+    env_path = f"{ROOT}"
+    died = subprocess.run(
+        [sys.executable, str(script), str(output), step],
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert died.returncode == 9, died.stderr
+    # LATEST still reads whole.
+    assert (output / "LATEST").read_text().strip() == "r2"
+    state = sorted(read_chunks(str(output)), key=lambda r: r["chunk_id"])
+    assert [r["chunk_id"] for r in state] == sorted(r["chunk_id"] for r in before)
+    assert [r["text"] for r in state] == [
+        r["text"] for r in sorted(before, key=lambda r: r["chunk_id"])
+    ]
+    # The next gc finishes the work: no dead text left, nothing lost.
+    assert gc(output) == 0
+    capsys.readouterr()
+    index = textstore.read_index(str(output), "r2")
+    assert index is not None and store_files(output) == index.named() and index.dead is None
+    assert sorted(exported(output, capsys), key=lambda r: r["chunk_id"]) == sorted(
+        before, key=lambda r: r["chunk_id"]
+    )
+    assert {r["chunk_hash"] for r in before} == manifest_hashes(r2)
+
+
+def test_gc_deletes_nothing_when_latest_s_index_is_damaged(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    output = r1.dir.parents[1]
+    (output / "runs" / "r2" / "_TEXT").write_text("{not json")
+    assert gc(output) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deletes nothing" in err and "_TEXT" in err
+    assert (output / "runs" / "r1").exists()
+
+
+def test_gc_keeps_the_text_of_a_run_in_flight(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    # A run in flight: claimed, its text written, not yet published (its process alive).
+    folder = output / "text" / "r9"
+    folder.mkdir(parents=True)
+    (folder / "text-0.parquet").write_bytes(
+        (output / "runs" / "r1" / "chunks").glob("*").__next__().read_bytes()
+    )
+    claim = {
+        "run_id": "r9",
+        "started_at": "2099-01-01T00:00:00.000000Z",
+        "prior_run_id": "r1",
+        "prior_manifest": None,
+    }
+    (output / "runs" / "r9").mkdir()
+    (output / "runs" / "r9" / "_CLAIM").write_text(json.dumps(claim))
+    assert gc(output) == 0
+    capsys.readouterr()
+    assert (folder / "text-0.parquet").exists()  # unfinished run: its text stays
+    assert gc(output, "--grace-hours", "0") == 0  # declared dead: its run and text go
+    capsys.readouterr()
+    assert not (folder / "text-0.parquet").exists()
+    assert store_files(output) == textstore.read_index(str(output), "r1").named()
+
+
+def test_the_quickstart_query_returns_every_current_chunk_after_an_unchanged_night(
+    chunkmill, corpus, tmp_path
+):
+    r1 = chunkmill("--input", str(corpus / "**"), output=tmp_path / "chunks", run_id="r1")
+    r2 = chunkmill("--input", str(corpus / "**"), output=tmp_path / "chunks", run_id="r2")
+    assert r2.counts["chunks_to_embed"] == 0 and r2.table("chunks").num_rows == 0
+    readme = (ROOT / "README.md").read_text().split("## Quickstart")[1].split("\n## ")[0]
+    (query,) = [
+        line.strip()
+        for line in readme.splitlines()
+        if line.strip().startswith("python") and "read_state" in line
+    ]
+    shown = subprocess.run(
+        ["bash", "-c", query],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert shown.returncode == 0, shown.stderr
+    rows = sorted(r1.rows("manifest"), key=lambda r: (r["source_uri"], r["chunk_index"]))
+    assert f"{len(rows)} current chunks" in shown.stdout
+    assert rows[0]["source_uri"] in shown.stdout
+
+
+@pytest.fixture(scope="module")
+def object_stores():
+    from tests.e2e.stores import gcs_emulator, s3_emulator
+
+    with gcs_emulator() as gcs, s3_emulator() as s3:
+        yield {"gs": gcs, "s3": s3}
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_the_store_grows_and_compacts_on_object_stores(object_stores, corpus, capsys, scheme):
+    from apache_beam.io.filesystems import FileSystems
+
+    from tests.e2e.stores import gcs_env, read_table, s3_env, store_env
+
+    url = object_stores[scheme]
+    with store_env(gcs_env(url) if scheme == "gs" else s3_env(url)):
+        if scheme == "gs":
+            from google.cloud import storage as gcs_lib
+
+            client = gcs_lib.Client()
+            if client.bucket("textstore").exists():
+                client.bucket("textstore").delete(force=True)
+            client.create_bucket("textstore")
+        else:
+            import boto3
+
+            boto3.client("s3").create_bucket(Bucket="textstore")
+        output = f"{scheme}://textstore/out"
+
+        def run(run_id: str, *args: str) -> None:
+            argv = ["run", "--input", str(corpus / "**"), "--output", output, "--run-id", run_id]
+            assert main([*argv, *args, "--runner=FnApiRunner"]) == 0, capsys.readouterr().err
+
+        run("r1")
+        for name in ("guides/faq.md", "notes.txt", "tool.py"):
+            (corpus / name).unlink()
+        run("r2", "--max-removed-ratio", "1")
+        run("r3")
+        assert main(["runs", "gc", "--output", output, "--keep", "0"]) == 0
+        out = capsys.readouterr().out
+        assert "compacted the text of r3" in out and "deleted  r1" in out
+        manifest = read_table(f"{output}/runs/r3/manifest")
+        state = list(read_chunks(output))
+        assert sorted(r["chunk_id"] for r in state) == sorted(r["chunk_id"] for r in manifest)
+        index = textstore.read_index(output, "r3")
+        assert index is not None and index.dead is None
+        (listed,) = FileSystems.match([f"{output}/text/**"])
+        assert {m.path[len(output) + 1 :] for m in listed.metadata_list} == index.named()
+
+
+def test_the_first_run_after_runs_without_a_store_starts_it_whole(chunkmill, corpus, capsys):
+    chunkmill("--input", str(corpus / "**"), run_id="r1")
+    (corpus / "guides" / "faq.md").unlink()
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    output = corpus.parent / "out"
+    shutil.rmtree(output / "text")  # as a release before the store left them
+    for index in (output / "runs").glob("*/_TEXT"):
+        index.unlink()
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r3 = chunkmill("--input", str(corpus / "**"), run_id="r3")
+    hashes, dead = store_hashes(output, "r3")
+    assert sorted(hashes) == sorted(manifest_hashes(r3)) and not dead
+    assert gc(output) == 0
+    assert "deleted  r1" in capsys.readouterr().out
+    assert {r["chunk_id"] for r in read_chunks(str(output))} == {
+        r["chunk_id"] for r in r3.rows("manifest")
+    }
+
+
+def test_a_run_publishing_while_gc_compacts_its_prior_names_the_compacted_text(
+    chunkmill, corpus, capsys, monkeypatch
+):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    old_files = textstore.read_index(str(output), "r1").named()
+    real_write_index = textstore.write_index
+    compactions = []
+
+    def gc_meanwhile(out: str, run_id: str, index: textstore.TextIndex) -> None:
+        # gc compacts r1's text after r2 read it and before r2 reads it again.
+        if run_id == "r2" and not compactions:
+            prior = textstore.read_index(out, "r1")
+            compactions.append(textstore.compact(out, "r1", prior))
+        real_write_index(out, run_id, index)
+
+    monkeypatch.setattr(textstore, "write_index", gc_meanwhile)
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r2 = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    monkeypatch.undo()
+    assert compactions
+    index = textstore.read_index(str(output), "r2")
+    assert index is not None and not index.named() & old_files
+    assert compactions[0].named() <= index.named()
+    assert main(["runs", "gc", "--output", str(output), "--keep", "0"]) == 0
+    capsys.readouterr()
+    assert not any((output / f).exists() for f in old_files)
+    hashes, dead = store_hashes(output, "r2")
+    assert sorted(hashes) == sorted(manifest_hashes(r2)) and not dead
+
+
+def test_a_run_over_a_store_file_deleted_by_hand_is_refused(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    (output / "text" / "r1" / "text-0.parquet").unlink()
+    argv = ["run", "--input", str(corpus / "**"), "--output", str(output), "--run-id", "r2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "text store of the prior run r1 cannot be used" in err and "text-0.parquet" in err
+    assert "Traceback" not in err
+    assert (output / "LATEST").read_text().strip() == "r1"
+    assert not (output / "runs" / "r2" / "_SUCCESS").exists()
