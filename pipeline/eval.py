@@ -35,6 +35,7 @@ from chunkmill.pipeline.options import (
 if TYPE_CHECKING:
     from chunkmill.config import ChunkingConfig
     from chunkmill.evaluation import EvalChunk, Question, Retriever, Scores
+    from chunkmill.evaluation.splitters import LangChainSplitter
 
 RETRIEVERS = ("bm25", "model")
 # The flags of `chunkmill run` that decide the chunks, which eval takes too (and --compare
@@ -81,7 +82,9 @@ def build_parser() -> Parser:
         "--compare", nargs="+", metavar="SPEC",
         help='configurations side by side, each "STRATEGY [FLAG=VALUE ...]" with the chunking '
         'flags of run without their dashes, e.g. "paragraph max-tokens=256"; chunking flags '
-        "given outside apply to each (default: one configuration, from the flags)",
+        "given outside apply to each (default: one configuration, from the flags); "
+        '"langchain [chunk-size=N] [chunk-overlap=N] [tokenizer=chars|cl100k|NAME] '
+        "[separators=langchain|chroma]\" is LangChain's RecursiveCharacterTextSplitter",
     )  # fmt: skip
     parser.add_argument(
         "--retriever", action="append", choices=RETRIEVERS,
@@ -141,8 +144,11 @@ def _positive_int(value: str) -> int:
 
 @dataclass(frozen=True)
 class Configuration:
+    """One row: chunkmill's chunking (``config``), or LangChain's splitter (``splitter``)."""
+
     label: str
-    config: ChunkingConfig
+    config: ChunkingConfig | None
+    splitter: LangChainSplitter | None = None
 
 
 @dataclass(frozen=True)
@@ -192,9 +198,32 @@ def configurations(base: argparse.Namespace, specs: Sequence[str] | None) -> lis
         return [Configuration(_label(base), chunking_config(base))]
     found = []
     for spec in specs:
+        splitter = _langchain_spec(spec)
+        if splitter is not None:
+            found.append(Configuration(spec, None, splitter))
+            continue
         args = _spec_args(base, spec)
         found.append(Configuration(spec, chunking_config(args, f"--compare {spec!r}")))
     return found
+
+
+def _langchain_spec(spec: str) -> LangChainSplitter | None:
+    """``langchain [chunk-size=N] [chunk-overlap=N] [tokenizer=T] [separators=S]``: LangChain's
+    recursive splitter (chunkmill.evaluation.splitters); None for chunkmill's own specs."""
+    from chunkmill.evaluation import splitters
+
+    try:
+        words = shlex.split(spec)
+    except ValueError:
+        return None  # said by _spec_args
+    if not words or words[0].lower() != "langchain":
+        return None
+    try:
+        splitter = splitters.parse(words[1:])
+        splitter.check()
+    except splitters.SplitterError as e:
+        raise UsageError(f"--compare {spec!r}: {e}") from None
+    return splitter
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -409,6 +438,14 @@ def chunk_documents(documents: Sequence[Document], config: ChunkingConfig) -> li
     return chunks
 
 
+def configuration_chunks(documents: Sequence[Document], c: Configuration) -> list[EvalChunk]:
+    """The chunks of one row: LangChain's splitter over the extracted texts, or chunkmill's."""
+    if c.splitter is not None:
+        return c.splitter.chunks({d.uri: d.extracted.text for d in documents})
+    assert c.config is not None
+    return chunk_documents(documents, c.config)
+
+
 def run_chunks(output: str, run_id: str) -> list[EvalChunk]:
     """The chunks of a finished run's state: its manifest's occurrences, with their texts
     from the chunks/ tables of the runs up to it."""
@@ -484,7 +521,7 @@ def evaluate(settings: EvalSettings) -> list[Result]:
             raise UsageError(
                 f"--questions {wrong}: the ranges must be of the text chunkmill extracts"
             )
-        sets = [(c.label, chunk_documents(documents, c.config)) for c in settings.configurations]
+        sets = [(c.label, configuration_chunks(documents, c)) for c in settings.configurations]
     return [
         Result(label, {n: score(chunks, questions, r, settings.k) for n, r in retrievers.items()})
         for label, chunks in sets
