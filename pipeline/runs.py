@@ -46,8 +46,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.pipeline.options import UsageError, parse_runs
-from chunkmill.transforms import lineage, runstate, tables, textstore
+from chunkmill.pipeline.options import RunsSettings, UsageError, parse_runs
+from chunkmill.transforms import lease, lineage, runstate, tables, textstore
+
+# The lease of the runs gc at work on an output (chunkmill.transforms.lease).
+GC_LEASE = "_GC"
 
 
 @dataclass(frozen=True)
@@ -365,6 +368,25 @@ def command(argv: Sequence[str]) -> int:
         return 0
     if bad_latest:  # which runs gc keeps depends on LATEST: nothing is deleted on a guess
         raise UsageError(bad_latest)
+    if settings.dry_run:
+        return _gc(settings, latest, runs, now)
+    # One gc at a time: another's sweep would delete the files this one's compaction wrote
+    # before LATEST's index names them.
+    path = FileSystems.join(settings.output, GC_LEASE)
+    try:
+        held = lease.take(path, command="runs gc")
+    except lease.Held as e:
+        raise UsageError(
+            f"another runs gc is running on {settings.output} ({e.who()}, lease {path}); wait "
+            f"for it to end (a lease not renewed for {lease.LEASE_SECONDS // 60} minutes is "
+            "taken over), or delete that file if that gc is no longer running"
+        ) from None
+    with lease.holding(held, name="gc-lease"):
+        return _gc(settings, latest, runs, now)
+
+
+def _gc(settings: RunsSettings, latest: str | None, runs: list[RunInfo], now: float) -> int:
+    """``runs gc`` once LATEST is read and, unless a dry run, under the gc lease."""
     decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
     try:
         index = textstore.read_index(settings.output, latest) if latest else None

@@ -33,22 +33,18 @@ import hashlib
 import json
 import os
 import re
-import socket
-import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.transforms import runstate, storage, tables
+from chunkmill.transforms import lease, runstate, storage, tables
 
 EMBEDDINGS = "embeddings"
 MODEL_INFO = "model.json"
@@ -95,14 +91,16 @@ def write_model_info(output: str, key: str, info: dict[str, Any]) -> None:
     path = FileSystems.join(store_dir(output, key), MODEL_INFO)
     if FileSystems.exists(path):
         return
-    _write_whole(path, _model_json(key, info))
+    runstate.write_whole(path, _model_json(key, info))
 
 
 def replace_model_info(output: str, key: str, info: dict[str, Any]) -> None:
     """Records what ``key`` is, over an existing record (a damaged one, or one written by a
     release that misread the model: the key is the model's files, so its record is what the
     model says)."""
-    _write_whole(FileSystems.join(store_dir(output, key), MODEL_INFO), _model_json(key, info))
+    runstate.write_whole(
+        FileSystems.join(store_dir(output, key), MODEL_INFO), _model_json(key, info)
+    )
 
 
 # model.json carries the SHA-256 of its other fields (sorted JSON) under this name.
@@ -266,7 +264,7 @@ def part_name(run_id: str, batch: str, index: int) -> str:
 def write_part(output: str, key: str, name: str, table: pa.Table) -> str:
     """Writes one vector file whole under ``name``; returns its path."""
     path = FileSystems.join(store_dir(output, key), name)
-    _write_whole(path, _parquet_bytes(table))
+    runstate.write_whole(path, _parquet_bytes(table))
     return path
 
 
@@ -284,7 +282,7 @@ def write_vectors(output: str, key: str, table: pa.Table) -> str:
     group = set_digest(table["chunk_hash"].to_pylist())
     data = _parquet_bytes(table)
     path = FileSystems.join(store_dir(output, key), f"{PART_PREFIX}{group}-{_sha(data)}.parquet")
-    _write_whole(path, data)
+    runstate.write_whole(path, data)
     copies = _match(FileSystems.join(store_dir(output, key), f"{PART_PREFIX}{group}-*.parquet"))
     _delete([m.path for m in copies if m.path != path])
     return path
@@ -298,15 +296,6 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
-
-
-def _write_whole(path: str, data: bytes) -> None:
-    """``data`` at ``path``, never half: written under a temporary name beside it, then
-    renamed (an object store shows an object only once its upload is complete)."""
-    staging = f"{path}.{uuid.uuid4().hex}.tmp"
-    with FileSystems.create(staging, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data)
-    FileSystems.rename([staging], [path])
 
 
 def _delete(paths: list[str]) -> None:
@@ -362,116 +351,32 @@ def _passes(output: str, key: str, path: str) -> bool:
 # The claim of the embed writing to a key
 
 
-# A claim is renewed this often while its embed runs; one not renewed for LEASE_SECONDS is
-# of an embed that stopped (killed, its machine gone) and is taken over.
-RENEW_SECONDS = 60
-LEASE_SECONDS = 15 * 60
-
-
-@dataclass(frozen=True)
-class Claim:
-    path: str
-    token: str
+# A claim is a lease (chunkmill.transforms.lease): renewed every RENEW_SECONDS while its embed
+# runs, taken over once not renewed for LEASE_SECONDS or its process is gone.
+RENEW_SECONDS = lease.RENEW_SECONDS
+LEASE_SECONDS = lease.LEASE_SECONDS
+Claim = lease.Lease
 
 
 def claim(output: str, key: str, model_name: str, run_id: str) -> Claim:
     """Takes the claim of ``key`` for this process (see the module docstring); ``EmbedBusy``
     when another embed holds it. Hold it with ``holding``."""
     path = FileSystems.join(store_dir(output, key), CLAIM)
-    now, token = _now(), uuid.uuid4().hex
-    mine = {
-        "token": token,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "model": model_name,
-        "run_id": run_id,
-        "started_at": now,
-        "renewed_at": now,
-    }
-    for _ in range(3):
-        if storage.create_if_absent(path, json.dumps(mine, indent=1).encode()):
-            return Claim(path, token)
-        holder = _read_claim(path)
-        if holder is None or not _stopped(holder) or not _take_over(path, holder):
-            break
-    holder = _read_claim(path) or {}
-    who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
-    raise EmbedBusy(
-        f"another embed of model {model_name} (key {key}) is running ({who}, since "
-        f"{holder.get('started_at', '?')}, claim {path}); wait for it to end (a claim not "
-        f"renewed for {LEASE_SECONDS // 60} minutes is taken over), or delete that file if "
-        "that embed is no longer running"
-    )
-
-
-@contextmanager
-def holding(held: Claim, every: float = RENEW_SECONDS) -> Iterator[Claim]:
-    """Holds ``held`` while the block runs: renewed every ``every`` seconds by a thread,
-    released at the end."""
-    stop = threading.Event()
-
-    def renew() -> None:
-        while not stop.wait(every):
-            holder = _read_claim(held.path)
-            if holder is None or holder.get("token") != held.token:
-                return  # taken over: an embed stopped this long is not renewed
-            _write_whole(held.path, json.dumps({**holder, "renewed_at": _now()}).encode())
-
-    renewer = threading.Thread(target=renew, name="embed-claim", daemon=True)
-    renewer.start()
     try:
-        yield held
-    finally:
-        stop.set()
-        renewer.join()
-        release(held)
+        return lease.take(path, model=model_name, run_id=run_id)
+    except lease.Held as held:
+        raise EmbedBusy(
+            f"another embed of model {model_name} (key {key}) is running ({held.who()}, "
+            f"claim {path}); wait for it to end (a claim not renewed for "
+            f"{LEASE_SECONDS // 60} minutes is taken over), or delete that file if that embed "
+            "is no longer running"
+        ) from None
 
 
-def release(held: Claim) -> None:
-    """Gives the claim up, if it is still this process's."""
-    holder = _read_claim(held.path)
-    if holder is not None and holder.get("token") == held.token:
-        _delete([held.path])
+def holding(held: Claim, every: float = RENEW_SECONDS) -> AbstractContextManager[Claim]:
+    """Holds ``held`` while the block runs: renewed every ``every`` seconds, released at the
+    end."""
+    return lease.holding(held, every, name="embed-claim")
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _read_claim(path: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = json.loads(runstate.read_bytes(path, 64 * 1024))
-        return found
-    except Exception:  # gone since, or being written
-        return None
-
-
-def _stopped(holder: dict[str, Any]) -> bool:
-    """Whether the embed that made a claim is known to be gone: not renewed for
-    ``LEASE_SECONDS``, or made on this machine by a process that no longer exists."""
-    try:
-        renewed = datetime.fromisoformat(str(holder.get("renewed_at")))
-        if (datetime.now(timezone.utc) - renewed).total_seconds() > LEASE_SECONDS:
-            return True
-    except (TypeError, ValueError):  # a claim without a time: judged by its process alone
-        pass
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
-
-
-def _take_over(path: str, holder: dict[str, Any]) -> bool:
-    """Removes the claim of a stopped embed, once: of two embeds that find it at once, only
-    the one that creates its take-over marker removes it (the other could remove the claim
-    the first one makes next)."""
-    marker = f"{path}.taken-{holder.get('token', 'none')}"
-    if not storage.create_if_absent(marker, b""):
-        return False
-    _delete([path])
-    return True
+release = lease.release

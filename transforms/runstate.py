@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import unicodedata
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -150,6 +151,15 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
 class CorruptSuccess(ValueError):
     """A ``_SUCCESS`` that is not a JSON object with ``SUCCESS_KEYS`` (truncated, being
     written, or damaged): its run does not count as finished."""
+
+
+def write_whole(path: str, data: bytes) -> None:
+    """``data`` at ``path``, never half: written under a temporary name beside it, then
+    renamed (an object store shows an object only once its upload is complete)."""
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    with FileSystems.create(staging, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+    FileSystems.rename([staging], [path])
 
 
 def parse_success(data: bytes | str) -> dict[str, Any]:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -154,6 +157,7 @@ def test_gc_compacts_dead_text_away_and_live_text_stays(chunkmill, corpus, capsy
 
 _GC_STOPPED_AT = """
 import sys
+import time
 from chunkmill.pipeline.cli import main
 from chunkmill.transforms import textstore
 
@@ -390,3 +394,80 @@ def test_a_run_over_a_store_file_deleted_by_hand_is_refused(chunkmill, corpus, c
     assert "Traceback" not in err
     assert (output / "LATEST").read_text().strip() == "r1"
     assert not (output / "runs" / "r2" / "_SUCCESS").exists()
+
+
+_GC_PAUSED_BEFORE_ITS_INDEX = """
+import pathlib, sys, time
+from chunkmill.pipeline.cli import main
+from chunkmill.transforms import textstore
+
+real = textstore.write_index
+go = pathlib.Path(sys.argv[2])
+
+
+def paused(*args, **kwargs):  # the compacted files are written, not yet named
+    go.with_suffix(".waiting").touch()
+    while not go.exists():
+        time.sleep(0.05)
+    return real(*args, **kwargs)
+
+
+textstore.write_index = paused
+sys.exit(main(["runs", "gc", "--output", sys.argv[1], "--keep", "0"]))
+"""
+
+
+def test_a_second_gc_while_one_compacts_is_refused_and_deletes_nothing(
+    chunkmill, corpus, capsys, tmp_path
+):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    for name in ("guides/faq.md", "notes.txt", "tool.py"):
+        (corpus / name).unlink()
+    r2 = chunkmill("--input", str(corpus / "**"), "--max-removed-ratio", "1", run_id="r2")
+    before = sorted(exported(output, capsys), key=lambda r: r["chunk_id"])
+    script, go = tmp_path / "gc_pauses.py", tmp_path / "go"
+    script.write_text(_GC_PAUSED_BEFORE_ITS_INDEX)
+    first = subprocess.Popen(
+        [sys.executable, str(script), str(output), str(go)],
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not go.with_suffix(".waiting").exists():
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        written = store_files(output)  # with the compaction's files, named by no index yet
+        assert gc(output) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "another runs gc is running" in err[0], err
+        assert store_files(output) == written and (output / "runs" / "r1").exists()
+    finally:
+        go.touch()
+        out, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr
+    assert "compacted the text of r2" in out
+    assert not (output / "_GC").exists()  # released
+    index = textstore.read_index(str(output), "r2")
+    assert index is not None and store_files(output) == index.named()
+    assert sorted(exported(output, capsys), key=lambda r: r["chunk_id"]) == before
+    assert {r["chunk_hash"] for r in before} == manifest_hashes(r2)
+    assert gc(output) == 0  # the lease is free again
+
+
+def test_a_gc_killed_holding_its_lease_does_not_stop_the_next(chunkmill, corpus, capsys):
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    output = r1.dir.parents[1]
+    chunkmill("--input", str(corpus / "**"), run_id="r2")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")  # renewed: its pid is gone
+    (output / "_GC").write_text(
+        json.dumps({"token": "t", "host": socket.gethostname(), "pid": int(dead.stdout),
+                    "started_at": now, "renewed_at": now})
+    )  # fmt: skip
+    assert gc(output) == 0
+    assert "deleted  r1" in capsys.readouterr().out
+    assert not (output / "_GC").exists()
