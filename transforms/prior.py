@@ -126,11 +126,13 @@ def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
             parquet = pq.ParquetFile(f, page_checksum_verification=True)
             present = set(parquet.schema_arrow.names)
             table = parquet.read_row_group(
-                part.row_group,
-                columns=[c for c in columns if c in present or c not in _OPTIONAL],
+                part.row_group, columns=[c for c in columns if c in present]
             )
     except Exception as e:
         raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
+    missing = [c for c in columns if c not in present and c not in _OPTIONAL]
+    if missing:
+        raise RunRefused(_corrupt(part.path, f"it has no column {missing[0]}"))
     problem = invalid_rows(table)
     if problem is not None:
         raise RunRefused(_corrupt(part.path, f"row group {part.row_group}: {problem}"))
