@@ -5,8 +5,9 @@ PCollections, so a test feeds it with ``beam.Create``.
 
 Both joins against the prior manifest group by key (it can hold hundreds of millions of
 rows); there is no side input here. Its rows never travel one by one: documents are joined as
-summaries and their rows kept or removed in bulk where they lie (``prior``), so a
-nightly run costs in proportion to what changed.
+summaries and their rows kept or removed in bulk where they lie (``prior``). The join by
+doc_id is by doc-id bucket, in Arrow: a document unchanged by its listing is decided there and
+is no element after it, so a nightly run costs Beam elements in proportion to what changed.
 """
 
 from __future__ import annotations
@@ -834,9 +835,10 @@ class ChunkCorpus(beam.PTransform):
 
     ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
     row group through FileSystems). The prior manifest is joined twice, both times with
-    grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
-    summary per document and part, and by hash bucket as per-hash row counts; its rows
-    are kept or removed a part at a time (``prior``).
+    grouping, never a side input (it can hold hundreds of millions of rows): by doc-id bucket
+    as Arrow batches of one summary per document and part, and by hash bucket as per-hash
+    row counts; its rows are kept or removed a part at a time (``prior``). A worker holds one
+    bucket of each join at a time.
 
     The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
     cluster a folder every worker reaches, such as the run's own; default: a local temporary
