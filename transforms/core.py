@@ -12,6 +12,7 @@ is no element after it, so a nightly run costs Beam elements in proportion to wh
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -109,6 +110,10 @@ _LISTING_HOLD = 20_000
 # Carried-over documents' ids (~40 bytes each) held per prior part before they are sent to
 # the part as one Arrow array.
 _KEPT_HOLD = 200_000
+# Listed documents and prior summaries (~200 bytes each) the join holds before planning
+# them: a bucket of a small corpus holds a few dozen, too few for Arrow to be worth its
+# cost per call; a bucket of a large one, all it needs.
+_PLAN_HOLD = 100_000
 
 
 def _prior_summaries_by_bucket(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
@@ -302,30 +307,49 @@ class _PlanBucket(_PerBundle):
         super().start_bundle()
         self._kept: dict[str, list[pa.Array]] = {}
         self._kept_n = 0
-
-    def finish_bundle(self):
-        yield from self._release_kept(window.GlobalWindows.windowed_value)
-        yield from super().finish_bundle()
+        self._pending: dict[int, list[pa.RecordBatch]] = {_LISTED: [], _SUMMARY: []}
+        self._pending_n = 0
+        self._failures: dict[str, list[PriorError]] = {}
+        self._failed_prefixes: list[str] = []
 
     def process(
         self, element: tuple[str, Iterable[tuple[int, Any]]], failed_prefixes: Iterable[str] = ()
     ):
+        """Holds the bucket: buckets are planned together, in one Arrow pass over many, since
+        Arrow's cost per call outweighs its cost per row for a small bucket."""
         _, values = element
-        listed: list[pa.RecordBatch] = []
-        summarised: list[pa.RecordBatch] = []
-        failures: dict[str, list[PriorError]] = {}
+        self._failed_prefixes = list(failed_prefixes)
         for tag, payload in values:
-            if tag == _LISTED:
-                listed.append(prior.from_ipc(payload, LISTING))
-            elif tag == _SUMMARY:
-                summarised.append(prior.from_ipc(payload, prior.SUMMARY))
-            else:
+            if tag == _FAILED_BEFORE:
                 doc, *error = payload
-                failures.setdefault(doc, []).append(PriorError._make(error))
-        listing = _one_per_doc(pa.Table.from_batches(listed, schema=LISTING))
-        summary = pa.Table.from_batches(summarised, schema=prior.SUMMARY)
+                self._failures.setdefault(doc, []).append(PriorError._make(error))
+                continue
+            batch = prior.from_ipc(payload, LISTING if tag == _LISTED else prior.SUMMARY)
+            self._pending[tag].append(batch)
+            self._pending_n += batch.num_rows
+        if self._pending_n >= _PLAN_HOLD:
+            yield from self._plan()
+            yield from self._release_kept()
+
+    def finish_bundle(self):
+        for out in itertools.chain(self._plan(), self._release_kept()):
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(
+                    out.tag, window.GlobalWindows.windowed_value(out.value)
+                )
+            else:
+                yield window.GlobalWindows.windowed_value(out)
+        yield from super().finish_bundle()
+
+    def _plan(self):
+        """Plans the held buckets (whole buckets: every document's listing, summaries and
+        failures are in them)."""
+        listing = _one_per_doc(pa.Table.from_batches(self._pending[_LISTED], schema=LISTING))
+        summary = pa.Table.from_batches(self._pending[_SUMMARY], schema=prior.SUMMARY)
+        failures = self._failures
+        self._pending, self._pending_n, self._failures = {_LISTED: [], _SUMMARY: []}, 0, {}
         yield from self._listed(listing, summary, failures)
-        yield from self._unlisted(listing, summary, failed_prefixes)
+        yield from self._unlisted(listing, summary, self._failed_prefixes)
 
     def _listed(self, listing: pa.Table, summary: pa.Table, failures: dict[str, list[PriorError]]):
         n = listing.num_rows
@@ -390,12 +414,12 @@ class _PlanBucket(_PerBundle):
             start += count
         self._kept_n += kept.num_rows
         if self._kept_n >= _KEPT_HOLD:
-            yield from self._release_kept(lambda v: v)
+            yield from self._release_kept()
 
-    def _release_kept(self, wrap: Callable[[Any], Any]):
+    def _release_kept(self):
         for part, arrays in sorted(self._kept.items()):
             batch = pa.RecordBatch.from_arrays([pa.concat_arrays(arrays)], schema=prior.KEPT_DOCS)
-            yield beam.pvalue.TaggedOutput(_VERDICTS, wrap((part, prior.to_ipc(batch))))
+            yield beam.pvalue.TaggedOutput(_VERDICTS, (part, prior.to_ipc(batch)))
         self._kept, self._kept_n = {}, 0
 
     def _unlisted(self, listing: pa.Table, summary: pa.Table, failed_prefixes: Iterable[str]):

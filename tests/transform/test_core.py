@@ -472,7 +472,12 @@ def test_a_document_unchanged_by_its_listing_is_no_element_past_the_join(prior, 
     plan = core._PlanBucket(SMALL.fingerprint)
     plan.start_bundle()
     out = list(plan.process(("any", values)))
-    out += [beam.pvalue.TaggedOutput(e.tag, e.value.value) for e in plan.finish_bundle()]
+    out += [
+        beam.pvalue.TaggedOutput(e.tag, e.value.value)
+        if isinstance(e, beam.pvalue.TaggedOutput)
+        else e.value
+        for e in plan.finish_bundle()
+    ]
     work = sorted(e[1][0] for e in out if not isinstance(e, beam.pvalue.TaggedOutput))
     assert work == ["/c/added.md", "/c/edited.md"]
     tagged = [e for e in out if isinstance(e, beam.pvalue.TaggedOutput)]
