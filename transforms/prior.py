@@ -5,7 +5,7 @@ somewhere (kept in the new manifest, removed, or superseded by a new occurrence)
 prior rows through the pipeline one by one made a re-run with nothing changed cost a third
 of a full run. Instead the prior manifest is read in parts (one row group of one file):
 
-1. ``SummariseParts`` reads five small columns of a part and cuts the summary of each
+1. ``SummariseParts`` reads six small columns of a part and cuts the summary of each
    document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
    share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
    distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
