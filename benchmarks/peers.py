@@ -16,6 +16,12 @@ process tree; and chunkmill's 1%-edited re-run, as a share of the first run's va
 
     python -m benchmarks.peers --setup          # the contender's environment (once)
     python -m benchmarks.peers [--docs 7000] [--rounds 2]
+    python -m benchmarks.peers --baseline TREE  # chunkmill's figures against another tree's
+
+With ``--baseline`` (a source tree of chunkmill, e.g. ``git archive`` of an earlier commit),
+the contender is chunkmill itself as that tree has it, in this interpreter: the same figures
+for both trees, interleaved, side by side, so that a change is measured as a ratio on the
+shared machine.
 """
 
 from __future__ import annotations
@@ -127,6 +133,68 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+@dataclass
+class Tree:
+    """A source tree of chunkmill and its figures: ``python -m chunkmill`` run in it."""
+
+    name: str
+    root: Path
+    figures: Figures
+    reruns: list[Measurement]
+
+    def best(self, runs: list[Measurement], cpu: bool) -> float:
+        return min(m.cpu_s if cpu else m.wall_s for m in runs)
+
+    def share(self, cpu: bool) -> float:
+        fixed = self.best(self.figures.one, cpu)
+        variable = max(self.best(self.figures.first, cpu) - fixed, 1e-9)
+        return (self.best(self.reruns, cpu) - fixed) / variable
+
+
+def compare_trees(work: Path, full: Path, one: Path, trees: list[Tree], rounds: int) -> list[str]:
+    """The peers figures of chunkmill for each of ``trees`` (first run, one document, the
+    1%-edited re-run and its share), interleaved round by round; the table of them."""
+    python = Path(sys.executable)
+    for r in range(rounds):
+        for tree in trees if r % 2 == 0 else trees[::-1]:
+            for docs, runs in ((full, tree.figures.first), (one, tree.figures.one)):
+                out = _fresh(work / f"out-{tree.name}")
+                runs.append(m := measure(chunkmill(python, docs, out), cwd=str(tree.root)))
+                _log(f"round {r + 1}: {tree.name} on {docs.name}: {m.wall_s:.1f} s wall")
+    bases = {}
+    for tree in trees:
+        bases[tree.name] = _fresh(work / f"base-{tree.name}")
+        measure(chunkmill(python, full, bases[tree.name]), cwd=str(tree.root))
+    edited = edit_one_percent(full)
+    for r in range(rounds):
+        for tree in trees if r % 2 == 0 else trees[::-1]:
+            out = work / f"rerun-{tree.name}"
+            shutil.copytree(bases[tree.name], _fresh(out))
+            m = measure(chunkmill(python, full, out, prior="auto"), cwd=str(tree.root))
+            tree.reruns.append(m)
+            _log(f"round {r + 1}: {tree.name} re-run after {edited} edits: {m.wall_s:.1f} s")
+    this, base = trees
+    # CPU time beside wall time: on a machine shared with other jobs it moves less with
+    # their load (one worker: the run's CPU time is nearly all on its critical path).
+    rows = [
+        f"| figure (best of {rounds}) | {this.name} | {base.name} | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for cpu, unit in ((False, "wall"), (True, "CPU")):
+        for label, runs in (
+            ("first run", lambda t: t.figures.first),
+            ("one document (the fixed cost)", lambda t: t.figures.one),
+            (f"1%-edited re-run ({edited} documents)", lambda t: t.reruns),
+        ):
+            a, b = this.best(runs(this), cpu), base.best(runs(base), cpu)
+            rows.append(f"| {label}, {unit} | {a:.2f} s | {b:.2f} s | {a / b:.2f}x |")
+        rows.append(
+            f"| 1%-edited re-run: share of the first run's variable cost, {unit} "
+            f"| {this.share(cpu):.0%} | {base.share(cpu):.0%} | goal ≤ {GOAL_RERUN:.0%} |"
+        )
+    return rows
+
+
 def table(ours: Figures, theirs: Figures, rerun: float, corpus_mb: float, edited: int) -> list[str]:
     """The peers table, one row per goal, with whether it is met."""
     ours_var = max(ours.wall - ours.fixed, 1e-9)
@@ -170,12 +238,21 @@ def main(argv: list[str] | None = None) -> int:
         help="a Beam flag for ml.rag's pipeline (e.g. --contender-flag=--no_pipeline_type_check, "
         "which chunkmill's local runs pass); repeatable",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="TREE",
+        help="measure chunkmill against the chunkmill of this source tree, not ml.rag",
+    )
     args = parser.parse_args(argv)
     if args.setup:
         setup(args.venv)
         return 0
     python = args.venv / "bin" / "python"
-    if not python.exists():
+    if args.baseline is not None and not (args.baseline / "chunkmill").is_dir():
+        parser.error(f"--baseline: no chunkmill source tree at {args.baseline}")
+    if args.baseline is None and not python.exists():
         parser.error(f"no contender environment at {args.venv}: run with --setup first")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="peers-"))
     full, one = work / "corpus", work / "corpus-1"
@@ -183,6 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     write_corpus(one, 1)
     corpus_mb = n_bytes / 2**20
     _log(f"corpus: {args.docs} documents, {corpus_mb:.1f} MB of Markdown in {full}")
+    if args.baseline is not None:
+        trees = [
+            Tree("this tree", ROOT, Figures([], []), []),
+            Tree("baseline", args.baseline.resolve(), Figures([], []), []),
+        ]
+        print("\n".join(compare_trees(work, full, one, trees, args.rounds)))
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     ours, theirs = Figures([], []), Figures([], [])
     for r in range(args.rounds):
         theirs_cmd = functools.partial(contender, flags=args.contender_flag)

@@ -39,7 +39,7 @@ _STAGES: tuple[tuple[str, str], ...] = (
     ("ProcessDocuments: chunk rows (hash, ids, tokens)", "_chunk_rows (chunkmill/document.py"),
     ("ProcessDocuments: rows to Arrow batches", "_pack_occurrences ("),
     ("ProcessDocuments: other (read, sha256)", "_ProcessDocuments.process ("),
-    ("PlanDocs", "_PlanDocs.process"),
+    ("PlanDocs", "_PlanBucket.process"),
     ("MarkNew", "_MarkNew.process"),
     ("ReadPriorManifest: summaries and hashes", "SummariseParts.process"),
     ("ApplyVerdicts: prior rows kept or removed", "ApplyVerdicts.process"),

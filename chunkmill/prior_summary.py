@@ -91,3 +91,39 @@ def states(summary: pa.Table) -> list[PriorState]:
             strict=True,
         )
     ]
+
+
+def doc_states(parts: pa.Table) -> pa.Table:
+    """One row per ``doc_id`` of ``parts`` (summaries of parts, one row per document and
+    part, with ``rows`` and the ``SHARED_COLUMNS``' shared values): the document's ``rows``
+    in all, and the value each shared column has in every part (null where they differ or
+    any is null), as ``PriorState.of_parts`` says."""
+    if pc.count_distinct(parts["doc_id"]).as_py() == parts.num_rows:
+        # Each document in one part (the common case): its part's summary is its state.
+        return parts.select(["doc_id", "rows", *SHARED_COLUMNS])
+    g = summarise(parts, sums={"prior_rows": parts["rows"]})
+    return pa.table(
+        {
+            "doc_id": g["doc_id"],
+            "rows": g["prior_rows"],
+            **{name: shared(g, name) for name in SHARED_COLUMNS},
+        }
+    )
+
+
+def unchanged_by_listing(
+    versions: pa.Array | pa.ChunkedArray,
+    rows: pa.Array | pa.ChunkedArray,
+    prior_versions: pa.Array | pa.ChunkedArray,
+    prior_fingerprints: pa.Array | pa.ChunkedArray,
+    fingerprint: str,
+) -> pa.Array | pa.ChunkedArray:
+    """``carryover.unchanged_by_listing`` over aligned arrays (one element per listed
+    document; ``rows``, ``prior_versions`` and ``prior_fingerprints`` null where it has no
+    prior rows): true where every prior row was made from this very listed version with
+    this config."""
+    same = pc.and_(
+        pc.and_(pc.greater(rows, 0), pc.equal(prior_versions, versions)),
+        pc.equal(prior_fingerprints, pa.scalar(fingerprint, pa.string())),
+    )
+    return pc.fill_null(same, False)

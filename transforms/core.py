@@ -5,12 +5,14 @@ PCollections, so a test feeds it with ``beam.Create``.
 
 Both joins against the prior manifest group by key (it can hold hundreds of millions of
 rows); there is no side input here. Its rows never travel one by one: documents are joined as
-summaries and their rows kept or removed in bulk where they lie (``prior``), so a
-nightly run costs in proportion to what changed.
+summaries and their rows kept or removed in bulk where they lie (``prior``). The join by
+doc_id is by doc-id bucket, in Arrow: a document unchanged by its listing is decided there and
+is no element after it, so a nightly run costs Beam elements in proportion to what changed.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -21,7 +23,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
-from chunkmill import carryover, document, ids, isolation, schema, stores
+from chunkmill import carryover, document, ids, isolation, prior_summary, schema, stores
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.items import (
     KEEP,
@@ -30,7 +32,6 @@ from chunkmill.items import (
     PriorError,
     PriorSummary,
     Skipped,
-    SourceFile,
     Verdict,
     WorkItem,
 )
@@ -86,27 +87,45 @@ ReadBytes = Callable[[str, str | None, int | None], bytes]
 read_file = storage.ObjectReader()
 
 
-# Tags of the values grouped by doc_id. Values cross the shuffle as plain tuples of strings
-# and numbers, which Beam's coder encodes natively (a NamedTuple or dataclass goes through
-# pickle, and this join sees every listed and every prior document).
+# Tags of the values grouped by doc-id bucket. Values cross the shuffle as Arrow IPC messages
+# (the listing's documents, the prior's summaries) or plain tuples of strings (the prior's
+# failures, which are few), which Beam's coder encodes natively.
 _LISTED, _SUMMARY, _FAILED_BEFORE = 0, 1, 2
 
+# The listing's documents as they cross the join by doc_id: Arrow rows, not elements. A
+# document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of the same
+# object is the same document, and no credential enters its doc_id. The listing's real URI
+# travels on, to be read from.
+LISTING = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("uri", pa.string(), nullable=False),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("version", pa.string()),
+    ]
+)
+# Listed documents (~150 bytes each) a bundle holds before sending them on, cut by bucket:
+# enough that a bucket's share travels in few messages, small enough to bound the buffer.
+_LISTING_HOLD = 20_000
+# Carried-over documents' ids (~40 bytes each) held per prior part before they are sent to
+# the part as one Arrow array.
+_KEPT_HOLD = 200_000
+# Listed documents and prior summaries (~200 bytes each) the join holds before planning
+# them: a bucket of a small corpus holds a few dozen, too few for Arrow to be worth its
+# cost per call; a bucket of a large one, all it needs.
+_PLAN_HOLD = 100_000
 
-def _listed_by_doc(f: SourceFile) -> tuple[str, tuple[Any, ...]]:
-    # A document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of
-    # the same object is the same document, and no credential enters its doc_id. The
-    # listing's real URI travels on, to be read from.
-    return ids.doc_id(redact_uri(f.uri)), (_LISTED, *f)
+
+def _prior_summaries_by_bucket(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
+    bucket, message = element
+    return bucket, (_SUMMARY, message)
 
 
-def _summary_by_doc(element: tuple[str, PriorSummary]) -> tuple[str, tuple[Any, ...]]:
-    doc, summary = element
-    return doc, (_SUMMARY, *summary)
-
-
-def _prior_error_by_doc(element: tuple[str, PriorError]) -> tuple[str, tuple[Any, ...]]:
+def _prior_error_by_bucket(
+    element: tuple[str, PriorError],
+) -> tuple[str, tuple[int, tuple[Any, ...]]]:
     doc, error = element
-    return doc, (_FAILED_BEFORE, *error)
+    return prior.doc_bucket(doc), (_FAILED_BEFORE, (doc, *error))
 
 
 def _latest_failure(failures: list[PriorError]) -> PriorError | None:
@@ -192,63 +211,245 @@ def under_failed_listing(uri: str | None, failed_prefixes: Iterable[str]) -> boo
     return any(uri == p.rstrip("/") or uri.startswith(p.rstrip("/") + "/") for p in prefixes)
 
 
-class _PlanDocs(_PerBundle):
-    """Joins the listing with the prior summaries by doc_id: a listed document becomes a
-    WorkItem carrying its summaries; a prior document no longer listed is removed whole (a
+class _BatchListing(beam.DoFn):
+    """The listing → its documents as Arrow rows (``LISTING``), one IPC message per doc-id
+    bucket and batch: ``(bucket, (_LISTED, message))``; its skipped objects and listing
+    errors tagged ``_ASIDE`` as ``(kind, *fields)``. ``ListFiles`` yields all three, a test
+    may give documents only. The listing's only step with an element per document."""
+
+    def start_bundle(self) -> None:
+        self._rows: dict[str, list[Any]] = {name: [] for name in LISTING.names}
+
+    def process(self, element: Any):
+        if isinstance(element, Skipped):
+            yield beam.pvalue.TaggedOutput(_ASIDE, (_SKIPPED, *element))
+        elif isinstance(element, ListingError):
+            yield beam.pvalue.TaggedOutput(_ASIDE, (_LIST_ERRORS, *element))
+        else:
+            rows = self._rows
+            rows["doc_id"].append(ids.doc_id(redact_uri(element.uri)))
+            rows["uri"].append(element.uri)
+            rows["size_bytes"].append(element.size_bytes)
+            rows["version"].append(element.version)
+            if len(rows["doc_id"]) >= _LISTING_HOLD:
+                yield from self._release(lambda v: v)
+
+    def finish_bundle(self):
+        yield from self._release(window.GlobalWindows.windowed_value)
+
+    def _release(self, wrap: Callable[[Any], Any]):
+        if not self._rows["doc_id"]:
+            return
+        table = pa.table(self._rows, schema=LISTING)
+        self._rows = {name: [] for name in LISTING.names}
+        for bucket, message in prior.by_bucket(table, "doc_id"):
+            yield wrap((bucket, (_LISTED, message)))
+
+
+def _one_per_doc(listing: pa.Table) -> pa.Table:
+    """The listing with one row per doc_id: an object listed twice (matched by two patterns)
+    is one document. Two listings of one object carry the same metadata; the largest
+    ``(uri, size_bytes, version)`` only makes the choice independent of order if a store
+    answered differently."""
+    if listing.num_rows < 2 or pc.count_distinct(listing["doc_id"]).as_py() == listing.num_rows:
+        return listing
+    keyed = listing.append_column("version_or_empty", pc.fill_null(listing["version"], ""))
+    order = pc.sort_indices(
+        keyed,
+        sort_keys=[
+            ("doc_id", "ascending"),
+            ("uri", "descending"),
+            ("size_bytes", "descending"),
+            ("version_or_empty", "descending"),
+        ],
+    )
+    ordered = listing.take(order).combine_chunks()
+    docs = ordered["doc_id"].chunk(0)
+    first = pa.concat_arrays([pa.array([True]), pc.not_equal(docs[1:], docs[:-1])])
+    return ordered.filter(first)
+
+
+def _work(item: WorkItem) -> tuple[str, tuple[Any, ...]]:
+    """A WorkItem keyed by doc_id, as plain tuples (encoded natively, not pickled)."""
+    error = None if item.prior_error is None else tuple(item.prior_error)
+    summaries = tuple(tuple(s) for s in item.prior)
+    return item.doc_id, (item.uri, item.size_bytes, summaries, item.version, error)
+
+
+def _work_item(doc: str, work: tuple[Any, ...]) -> WorkItem:
+    uri, size_bytes, summaries, version, error = work
+    return WorkItem(
+        doc_id=doc,
+        uri=uri,
+        size_bytes=size_bytes,
+        prior=tuple(PriorSummary._make(s) for s in summaries),
+        version=version,
+        prior_error=None if error is None else PriorError._make(error),
+    )
+
+
+class _PlanBucket(_PerBundle):
+    """Joins the listing with the prior summaries and failures, a doc-id bucket at a time,
+    in Arrow. A listed document unchanged by its listing (``prior_summary.unchanged_by_listing``,
+    the carry-over rule over arrays) is carried over here: it is counted, and its doc_id
+    joins the Arrow array of kept documents sent to each part it has rows in (tagged
+    ``_VERDICTS``: ``(part, IPC message of prior.KEPT_DOCS)``), so it costs no element. Every
+    other listed document becomes a WorkItem keyed by doc_id (``_work``), which the grouping
+    after spreads across workers. A prior document no longer listed is removed whole (a
     REMOVE verdict for each part it has rows in), unless it lies under a folder whose listing
-    failed (``failed_prefixes``): then its rows are kept (``docs_kept_unlisted``). An object
-    listed twice (matched by two patterns) is one document."""
+    failed (``failed_prefixes``): then its rows are kept (``docs_kept_unlisted``)."""
+
+    def __init__(self, fingerprint: str) -> None:
+        self._fingerprint = fingerprint
+        self._carried = Metrics.counter(METRICS_NAMESPACE, f"docs_{document.CARRIED_OVER}")
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._kept: dict[str, list[pa.Array]] = {}
+        self._kept_n = 0
+        self._pending: dict[int, list[pa.RecordBatch]] = {_LISTED: [], _SUMMARY: []}
+        self._pending_n = 0
+        self._failures: dict[str, list[PriorError]] = {}
+        self._failed_prefixes: list[str] = []
 
     def process(
-        self, element: tuple[str, Iterable[tuple[Any, ...]]], failed_prefixes: Iterable[str] = ()
+        self, element: tuple[str, Iterable[tuple[int, Any]]], failed_prefixes: Iterable[str] = ()
     ):
-        doc, values = element
-        listed: list[SourceFile] = []
-        summaries: list[PriorSummary] = []
-        failures: list[PriorError] = []
-        for value in values:
-            if value[0] == _LISTED:
-                listed.append(SourceFile._make(value[1:]))
-            elif value[0] == _FAILED_BEFORE:
-                failures.append(PriorError._make(value[1:]))
+        """Holds the bucket: buckets are planned together, in one Arrow pass over many, since
+        Arrow's cost per call outweighs its cost per row for a small bucket."""
+        _, values = element
+        self._failed_prefixes = list(failed_prefixes)
+        for tag, payload in values:
+            if tag == _FAILED_BEFORE:
+                doc, *error = payload
+                self._failures.setdefault(doc, []).append(PriorError._make(error))
+                continue
+            batch = prior.from_ipc(payload, LISTING if tag == _LISTED else prior.SUMMARY)
+            self._pending[tag].append(batch)
+            self._pending_n += batch.num_rows
+        if self._pending_n >= _PLAN_HOLD:
+            yield from self._plan()
+            yield from self._release_kept()
+
+    def finish_bundle(self):
+        for out in itertools.chain(self._plan(), self._release_kept()):
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(
+                    out.tag, window.GlobalWindows.windowed_value(out.value)
+                )
             else:
-                summaries.append(PriorSummary._make(value[1:]))
-        summaries.sort(key=lambda s: s.part)
-        if listed:
-            # Two listings of one object carry the same metadata; max only makes the choice
-            # independent of order if a store answered differently.
-            f = max(listed, key=lambda f: (f.uri, f.size_bytes, f.version or ""))
-            _DOCS_LISTED.inc()
-            _BYTES_LISTED.inc(f.size_bytes)
-            _PROGRESS_LISTED.update(f.size_bytes)
-            self._tally["docs_listed"] += 1
-            if summaries:
-                self._tally["docs_prior"] += 1
-            yield WorkItem(
-                doc_id=doc,
-                uri=f.uri,
-                size_bytes=f.size_bytes,
-                prior=tuple(summaries),
-                version=f.version,
-                prior_error=_latest_failure(failures),
+                yield window.GlobalWindows.windowed_value(out)
+        yield from super().finish_bundle()
+
+    def _plan(self):
+        """Plans the held buckets (whole buckets: every document's listing, summaries and
+        failures are in them)."""
+        listing = _one_per_doc(pa.Table.from_batches(self._pending[_LISTED], schema=LISTING))
+        summary = pa.Table.from_batches(self._pending[_SUMMARY], schema=prior.SUMMARY)
+        failures = self._failures
+        self._pending, self._pending_n, self._failures = {_LISTED: [], _SUMMARY: []}, 0, {}
+        yield from self._listed(listing, summary, failures)
+        yield from self._unlisted(listing, summary, self._failed_prefixes)
+
+    def _listed(self, listing: pa.Table, summary: pa.Table, failures: dict[str, list[PriorError]]):
+        n = listing.num_rows
+        if not n:
+            return
+        sizes = listing["size_bytes"]
+        _DOCS_LISTED.inc(n)
+        _BYTES_LISTED.inc(pc.sum(sizes).as_py())
+        for size in sizes.to_pylist():
+            _PROGRESS_LISTED.update(size)
+        self._tally["docs_listed"] += n
+        states = prior_summary.doc_states(summary)
+        at = pc.index_in(listing["doc_id"], value_set=states["doc_id"])
+        self._tally["docs_prior"] += n - at.null_count
+        carried = prior_summary.unchanged_by_listing(
+            listing["version"],
+            pc.take(states["rows"], at),
+            pc.take(states["source_version"], at),
+            pc.take(states["config_fingerprint"], at),
+            self._fingerprint,
+        )
+        n_carried = pc.sum(carried).as_py() or 0
+        if n_carried:
+            self._carried.inc(n_carried)
+            self._tally[f"docs_{document.CARRIED_OVER}"] += n_carried
+            for _ in range(n_carried):
+                _PROGRESS_DONE.update(0)
+            kept = pc.filter(listing["doc_id"], carried)
+            yield from self._keep(summary.filter(pc.is_in(summary["doc_id"], value_set=kept)))
+        rest = listing.filter(pc.invert(carried)) if n_carried else listing
+        if not rest.num_rows:
+            return
+        mine = summary.filter(pc.is_in(summary["doc_id"], value_set=rest["doc_id"]))
+        parts = _by_doc(mine)
+        for doc, uri, size, version in zip(
+            *(rest[name].to_pylist() for name in LISTING.names), strict=True
+        ):
+            yield _work(
+                WorkItem(
+                    doc_id=doc,
+                    uri=uri,
+                    size_bytes=size,
+                    prior=tuple(parts.get(doc, ())),
+                    version=version,
+                    prior_error=_latest_failure(failures.get(doc, [])),
+                )
             )
+
+    def _keep(self, kept: pa.Table):
+        """Holds the doc_ids of ``kept`` (summary rows of carried-over documents) per part;
+        sends them on when the buffer fills."""
+        if not kept.num_rows:
             return
-        if not summaries:
-            return
-        self._tally["docs_prior"] += 1
-        uri = next((s.source_uri for s in summaries if s.source_uri), None)
-        if under_failed_listing(uri, failed_prefixes):
-            self._tally["docs_kept_unlisted"] += 1
-            verdict = Verdict(doc, KEEP)
-        else:
-            self._tally["docs_removed"] += 1
-            verdict = Verdict(doc, REMOVE)
-        for s in summaries:
-            yield from self._hold(_VERDICTS, s.part, verdict)
+        kept = kept.sort_by("part")
+        runs = pc.value_counts(kept["part"])
+        start = 0
+        docs = kept["doc_id"].combine_chunks()
+        for part, count in zip(
+            runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
+        ):
+            self._kept.setdefault(part, []).append(docs.slice(start, count))
+            start += count
+        self._kept_n += kept.num_rows
+        if self._kept_n >= _KEPT_HOLD:
+            yield from self._release_kept()
+
+    def _release_kept(self):
+        for part, arrays in sorted(self._kept.items()):
+            batch = pa.RecordBatch.from_arrays([pa.concat_arrays(arrays)], schema=prior.KEPT_DOCS)
+            yield beam.pvalue.TaggedOutput(_VERDICTS, (part, prior.to_ipc(batch)))
+        self._kept, self._kept_n = {}, 0
+
+    def _unlisted(self, listing: pa.Table, summary: pa.Table, failed_prefixes: Iterable[str]):
+        gone = summary.filter(pc.invert(pc.is_in(summary["doc_id"], value_set=listing["doc_id"])))
+        for doc, summaries in sorted(_by_doc(gone).items()):
+            self._tally["docs_prior"] += 1
+            uri = next((s.source_uri for s in summaries if s.source_uri), None)
+            if under_failed_listing(uri, failed_prefixes):
+                self._tally["docs_kept_unlisted"] += 1
+                verdict = Verdict(doc, KEEP)
+            else:
+                self._tally["docs_removed"] += 1
+                verdict = Verdict(doc, REMOVE)
+            for s in summaries:
+                yield from self._hold(_VERDICTS, s.part, verdict)
+
+
+def _by_doc(summary: pa.Table) -> dict[str, list[PriorSummary]]:
+    """The rows of a ``prior.SUMMARY`` table per document, in order of part."""
+    out: dict[str, list[PriorSummary]] = {}
+    for doc, s in prior.summary_rows(summary):
+        out.setdefault(doc, []).append(s)
+    for summaries in out.values():
+        summaries.sort(key=lambda s: s.part)
+    return out
 
 
 class _ProcessDocuments(_PerBundle):
-    """Listed documents → their outcomes. The chunk occurrences are staged in files under
+    """Listed documents to read or fail (``(doc_id, [WorkItem as _work's tuple])``) → their
+    outcomes. The chunk occurrences are staged in files under
     ``staged_folder`` (``staging``), and each file's hashes and ids go to the hash join
     (tagged ``_OCCURRENCES``: ``(bucket, (_CURRENT, (staged path, IPC of STAGED_IDS)))``)."""
 
@@ -295,7 +496,12 @@ class _ProcessDocuments(_PerBundle):
             value = (bucket, (_CURRENT, (path, message)))
             yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))
 
-    def process(self, item: WorkItem):
+    def process(self, element: tuple[str, Iterable[tuple[Any, ...]]]):
+        doc, works = element
+        for work in works:  # one: a document is planned once
+            yield from self._process(_work_item(doc, work))
+
+    def _process(self, item: WorkItem):
         fate = carryover.before_reading(
             item.version,
             carryover.PriorState.of_parts(item.prior),
@@ -535,18 +741,6 @@ def _first_ids(table: pa.Table) -> pa.Table:
     return ordered.filter(starts)
 
 
-def _split_listing(element: Any):
-    """The listing's documents (main, keyed by doc_id for the join) apart from its skipped
-    objects and listing errors (tagged ``_ASIDE`` as ``(kind, *fields)``); ``ListFiles``
-    yields all three, a test may give documents only."""
-    if isinstance(element, Skipped):
-        yield beam.pvalue.TaggedOutput(_ASIDE, (_SKIPPED, *element))
-    elif isinstance(element, ListingError):
-        yield beam.pvalue.TaggedOutput(_ASIDE, (_LIST_ERRORS, *element))
-    else:
-        yield _listed_by_doc(element)
-
-
 def _split_aside(element: tuple[str, ...]):
     """Skipped objects (main) and listing errors (tagged ``_LIST_ERRORS``) apart."""
     kind, *fields = element
@@ -665,9 +859,10 @@ class ChunkCorpus(beam.PTransform):
 
     ``read_prior(part, columns)`` reads one part of the prior manifest (default: the Parquet
     row group through FileSystems). The prior manifest is joined twice, both times with
-    grouping, never a side input (it can hold hundreds of millions of rows): by doc_id as one
-    summary per document and part, and by hash bucket as per-hash row counts; its rows
-    are kept or removed a part at a time (``prior``).
+    grouping, never a side input (it can hold hundreds of millions of rows): by doc-id bucket
+    as Arrow batches of one summary per document and part, and by hash bucket as per-hash
+    row counts; its rows are kept or removed a part at a time (``prior``). A worker holds one
+    bucket of each join at a time.
 
     The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
     cluster a folder every worker reaches, such as the run's own; default: a local temporary
@@ -691,7 +886,7 @@ class ChunkCorpus(beam.PTransform):
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         listing = inputs["files"]
         parts = inputs.get("prior")  # None: a first run, with nothing to diff against
-        split = listing | "SplitListing" >> beam.FlatMap(_split_listing).with_outputs(
+        split = listing | "BatchListing" >> beam.ParDo(_BatchListing()).with_outputs(
             _ASIDE, main="files"
         )
         listed = split.files
@@ -716,24 +911,34 @@ class ChunkCorpus(beam.PTransform):
             summarised = parts | "SummarisePrior" >> beam.ParDo(
                 prior.SummariseParts(self._read_prior)
             ).with_outputs(prior.HASHES, main="summaries")
-            by_doc.append(summarised.summaries | "KeyPriorByDoc" >> beam.Map(_summary_by_doc))
+            by_doc.append(
+                summarised.summaries | "TagPriorSummaries" >> beam.Map(_prior_summaries_by_bucket)
+            )
         if "prior_errors" in inputs:
             by_doc.append(
-                inputs["prior_errors"] | "KeyPriorErrorsByDoc" >> beam.Map(_prior_error_by_doc)
+                inputs["prior_errors"]
+                | "KeyPriorErrorsByBucket" >> beam.Map(_prior_error_by_bucket)
             )
         planned = (
             tuple(by_doc)
-            | "FlattenByDoc" >> beam.Flatten()
-            | "JoinPriorByDoc" >> beam.GroupByKey()
+            | "FlattenByDocBucket" >> beam.Flatten()
+            | "JoinPriorByDocBucket" >> beam.GroupByKey()
             | "PlanDocs"
-            >> beam.ParDo(_PlanDocs(), failed_prefixes=failed_prefixes).with_outputs(
-                _VERDICTS, _COUNTS, main="work"
-            )
+            >> beam.ParDo(
+                _PlanBucket(self._config.fingerprint), failed_prefixes=failed_prefixes
+            ).with_outputs(_VERDICTS, _COUNTS, main="work")
         )
         staged_folder = self._staged_folder or staging.local_folder()
-        docs = planned.work | "ProcessDocuments" >> beam.ParDo(
-            _ProcessDocuments(self._config, self._read_bytes, staged_folder)
-        ).with_outputs(_OCCURRENCES, _VERDICTS, _ERRORS, _COUNTS)
+        # Only documents to read or fail are elements here, one per document: grouped by
+        # doc_id, they spread across workers, so extraction fans out.
+        docs = (
+            planned.work
+            | "SpreadWork" >> beam.GroupByKey()
+            | "ProcessDocuments"
+            >> beam.ParDo(
+                _ProcessDocuments(self._config, self._read_bytes, staged_folder)
+            ).with_outputs(_OCCURRENCES, _VERDICTS, _ERRORS, _COUNTS)
+        )
         by_bucket = [docs[_OCCURRENCES]]
         counted = [planned[_COUNTS], docs[_COUNTS]]
         if parts is not None:

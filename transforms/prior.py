@@ -5,17 +5,20 @@ somewhere (kept in the new manifest, removed, or superseded by a new occurrence)
 prior rows through the pipeline one by one made a re-run with nothing changed cost a third
 of a full run. Instead the prior manifest is read in parts (one row group of one file):
 
-1. ``SummariseParts`` reads four small columns of a part and emits one ``PriorSummary`` per
-   document in it (rows, and the version, fingerprint and content hash they share), plus the
-   part's distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
-2. The summaries are joined with the listing by doc_id (``core``); each document's
-   fate becomes one ``Verdict`` per part it has rows in.
+1. ``SummariseParts`` reads six small columns of a part and cuts the summary of each
+   document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
+   share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
+   distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
+2. The summaries are joined with the listing a doc-id bucket at a time, in Arrow (``core``):
+   an unchanged document is decided there, and its doc_id joins an Arrow array of the
+   documents kept whole in each part (``KEPT_DOCS``); every other document's fate becomes
+   one ``Verdict`` per part it has rows in.
 3. ``ApplyVerdicts`` groups the verdicts by part, reads the whole part again and keeps,
    re-versions or removes its rows with Arrow compute, a part at a time, never a row at a
    time. A row whose document got no verdict is a bug that would lose data: it fails the run.
 
-Elements per document are small and fixed (a summary, a verdict); the rows move as Arrow
-tables.
+No element is per unchanged document: summaries and kept documents travel as Arrow messages
+per bucket and part, and the rows as Arrow tables.
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ def hash_bucket(chunk_hash: str) -> str:
     return chunk_hash[:BUCKET_CHARS]
 
 
+def doc_bucket(doc_id: str) -> str:
+    """The bucket of the join by doc_id: hex like a hash, so the same cut serves both."""
+    return doc_id[:BUCKET_CHARS]
+
+
 def to_ipc(batch: pa.RecordBatch) -> bytes:
     """A record batch as an Arrow IPC message without its schema (the receiver knows it):
     what crosses a shuffle in place of its rows, a few buffers instead of every field of
@@ -81,6 +89,17 @@ IDS = pa.schema(
         pa.field("chunk_hash", pa.string(), nullable=False),
     ]
 )
+# What a part holds of each document (a ``PriorSummary`` per row, with its doc_id), and the
+# documents of a part whose rows are all kept as they are (carried over unread).
+SUMMARY = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("part", pa.string(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        *(pa.field(name, pa.string()) for name in carryover.SHARED_COLUMNS),
+    ]
+)
+KEPT_DOCS = pa.schema([pa.field("doc_id", pa.string(), nullable=False)])
 
 
 def list_parts(path: str) -> Iterator[PriorPart]:
@@ -99,14 +118,21 @@ def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
     """The given columns of one prior part, through FileSystems (local, gs://, s3://), with
     its page checksums verified and its ids and hashes validated (``invalid_rows``): the
     prior's rows enter the new manifest here, so a flipped byte or a foreign row stops the
-    run (``RunRefused``, one line naming the file) instead of reaching every later run."""
+    run (``RunRefused``, one line naming the file) instead of reaching every later run. A
+    nullable column of ``schema.MANIFEST`` that a prior written before it existed lacks is
+    null; a missing required one refuses the run."""
     try:
         with FileSystems.open(part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            table = pq.ParquetFile(f, page_checksum_verification=True).read_row_group(
-                part.row_group, columns=list(columns)
+            parquet = pq.ParquetFile(f, page_checksum_verification=True)
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read_row_group(
+                part.row_group, columns=[c for c in columns if c in present]
             )
     except Exception as e:
         raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
+    missing = [c for c in columns if c not in present and c not in _OPTIONAL]
+    if missing:
+        raise RunRefused(_corrupt(part.path, f"it has no column {missing[0]}"))
     # A manifest of an older schema version lacks the nullable columns added since.
     table = schema.with_absent_nulls(table, _fields(schema.MANIFEST, columns))
     problem = invalid_rows(table)
@@ -130,6 +156,7 @@ def _corrupt(path: str, problem: str) -> str:
 # ids its first 32 characters.
 _HEX_CHARS = {"chunk_hash": 64, "chunk_id": 32, "doc_id": 32}
 _REQUIRED = frozenset(f.name for f in schema.MANIFEST if not f.nullable)
+_OPTIONAL = frozenset(f.name for f in schema.MANIFEST if f.nullable)
 
 
 def invalid_rows(table: pa.Table) -> str | None:
@@ -153,32 +180,39 @@ def invalid_rows(table: pa.Table) -> str | None:
     return None
 
 
+def summary_table(table: pa.Table, part: str) -> pa.Table:
+    """One ``SUMMARY`` row for every document with rows in ``table`` (one part)."""
+    if table.num_rows == 0:
+        return SUMMARY.empty_table()
+    g = prior_summary.summarise(table)
+    return pa.table(
+        [
+            g["doc_id"],
+            pa.array([part] * g.num_rows, pa.string()),
+            pc.cast(g["rows"], pa.int64()),
+            *(prior_summary.shared(g, name) for name in carryover.SHARED_COLUMNS),
+        ],
+        schema=SUMMARY,
+    )
+
+
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     """``(doc_id, PriorSummary)`` for every document with rows in ``table`` (one part)."""
-    if table.num_rows == 0:
-        return []
-    g = prior_summary.summarise(table)
-    shared = {name: prior_summary.shared(g, name).to_pylist() for name in carryover.SHARED_COLUMNS}
-    return [
-        (doc, PriorSummary(part, rows, version, fingerprint, sha, uri))
-        for doc, rows, version, fingerprint, sha, uri in zip(
-            g["doc_id"].to_pylist(),
-            g["rows"].to_pylist(),
-            shared["source_version"],
-            shared["config_fingerprint"],
-            shared["content_sha256"],
-            shared["source_uri"],
-            strict=True,
-        )
-    ]
+    return summary_rows(summary_table(table, part))
 
 
-def by_bucket(table: pa.Table) -> list[tuple[str, bytes]]:
-    """``table`` (which has a ``chunk_hash`` column) cut by ``hash_bucket``: one IPC message
-    of its rows per bucket (read with ``from_ipc`` and the table's schema)."""
+def summary_rows(summary: pa.Table) -> list[tuple[str, PriorSummary]]:
+    """The rows of a ``SUMMARY`` table as ``(doc_id, PriorSummary)``."""
+    columns = [summary[name].to_pylist() for name in SUMMARY.names]
+    return [(row[0], PriorSummary._make(row[1:])) for row in zip(*columns, strict=True)]
+
+
+def by_bucket(table: pa.Table, column: str = "chunk_hash") -> list[tuple[str, bytes]]:
+    """``table`` cut by the bucket of its ``column`` (``hash_bucket``, ``doc_bucket``): one
+    IPC message of its rows per bucket (read with ``from_ipc`` and the table's schema)."""
     if table.num_rows == 0:
         return []
-    buckets = pc.utf8_slice_codeunits(table["chunk_hash"], 0, BUCKET_CHARS)
+    buckets = pc.utf8_slice_codeunits(table[column], 0, BUCKET_CHARS)
     order = pc.sort_indices(buckets)
     table = table.take(order).combine_chunks()
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
@@ -202,15 +236,16 @@ def hash_counts(table: pa.Table) -> pa.Table:
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc_id, PriorSummary)``; tagged ``HASHES``: ``(bucket, IPC
-    message of the part's hashes in it with their row counts)``."""
+    """``PriorPart`` → ``(doc bucket, IPC message of SUMMARY rows)``, one per doc-id bucket
+    the part has documents in; tagged ``HASHES``: ``(hash bucket, IPC message of the part's
+    hashes in it with their row counts)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
-        yield from summaries(table, part.key)
+        yield from by_bucket(summary_table(table, part.key), "doc_id")
         for bucket, counts in by_bucket(hash_counts(table)):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, counts))
 
@@ -220,13 +255,17 @@ def _in(column: pa.ChunkedArray | pa.Array, values: Iterable[str]) -> pa.Array:
 
 
 def apply_verdicts(
-    table: pa.Table, verdicts: Iterable[Verdict]
+    table: pa.Table,
+    verdicts: Iterable[Verdict],
+    kept_docs: pa.Array | pa.ChunkedArray | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """One part's rows under its documents' verdicts → (manifest rows kept, removed rows,
     rows of re-chunked documents that are still current), as tables of ``schema.MANIFEST``,
-    ``schema.REMOVED`` and ``IDS``: every prior row is in exactly one of them. Raises
-    ``RuntimeError`` when a row's document has no verdict (every prior row must land
-    somewhere)."""
+    ``schema.REMOVED`` and ``IDS``: every prior row is in exactly one of them. ``kept_docs``
+    are documents kept as they are (a ``KEEP`` verdict without a version each), as one
+    array. Raises ``RuntimeError`` when a row's document has no verdict (every prior row
+    must land somewhere)."""
+    kept_docs = pa.array([], pa.string()) if kept_docs is None else kept_docs
     keep: list[str] = []
     versions: dict[str, str] = {}
     replaced: list[str] = []
@@ -249,7 +288,16 @@ def apply_verdicts(
         else:
             raise ValueError(f"unknown verdict kind {v.kind!r}")
     doc = table["doc_id"]
-    is_kept, is_replaced, is_gone = _in(doc, keep), _in(doc, replaced), _in(doc, gone)
+    is_kept = pc.or_(_in(doc, keep), pc.is_in(doc, value_set=_plain(kept_docs)))
+    if not (replaced or gone) and pc.all(is_kept).as_py():
+        # The nightly common case: every document of the part is kept.
+        manifest = _with_versions(table, versions)
+        return (
+            as_table(manifest, schema.MANIFEST, is_new=_falses(manifest.num_rows)),
+            as_table(table.slice(0, 0), schema.REMOVED, removed_reason=pa.array([], pa.string())),
+            IDS.empty_table(),
+        )
+    is_replaced, is_gone = _in(doc, replaced), _in(doc, gone)
     judged = pc.or_(pc.or_(is_kept, is_replaced), is_gone)
     if not pc.all(judged).as_py():
         lost = pc.filter(doc, pc.invert(judged)).unique().to_pylist()
@@ -258,16 +306,8 @@ def apply_verdicts(
             "refusing to drop them"
         )
 
-    kept = table.filter(is_kept)
-    if versions and kept.num_rows:
-        ids = pa.array(list(versions), pa.string())
-        index = pc.index_in(kept["doc_id"], value_set=ids)
-        new = pc.take(pa.array(list(versions.values()), pa.string()), index)
-        column = pc.if_else(pc.is_null(index), kept["source_version"], new)
-        kept = kept.set_column(
-            kept.schema.get_field_index("source_version"), "source_version", column
-        )
-    manifest = as_table(kept, schema.MANIFEST, is_new=pa.array([False] * kept.num_rows, pa.bool_()))
+    kept = _with_versions(table.filter(is_kept), versions)
+    manifest = as_table(kept, schema.MANIFEST, is_new=_falses(kept.num_rows))
 
     is_current = _in(table["chunk_id"], current)
     changed = pc.and_(is_replaced, pc.invert(is_current))
@@ -286,12 +326,39 @@ def apply_verdicts(
     return manifest, removed, persisting.cast(IDS)
 
 
+def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _falses(n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(False), n)
+
+
+def _with_versions(kept: pa.Table, versions: dict[str, str]) -> pa.Table:
+    """``kept`` with the listing's version recorded on the rows of the documents in
+    ``versions`` (the same bytes found under new metadata)."""
+    if not versions or not kept.num_rows:
+        return kept
+    ids = pa.array(list(versions), pa.string())
+    index = pc.index_in(kept["doc_id"], value_set=ids)
+    new = pc.take(pa.array(list(versions.values()), pa.string()), index)
+    column = pc.if_else(pc.is_null(index), kept["source_version"], new)
+    return kept.set_column(kept.schema.get_field_index("source_version"), "source_version", column)
+
+
 def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
     """``table``'s occurrence columns plus ``extra``, as a table of ``target`` (the list
-    column's item name, which Parquet may have changed, included); a nullable column
-    ``table`` lacks (written before it existed) is null."""
-    table = schema.with_absent_nulls(table, target)
-    columns = [table[name] for name in schema.OCCURRENCE_FIELDS] + list(extra.values())
+    column's item name, which Parquet may have changed, included). The columns are
+    ``target``'s own, in its order: a nullable one that ``table`` lacks (a prior written
+    before it existed) is null."""
+    columns = [
+        extra[f.name]
+        if f.name in extra
+        else table[f.name]
+        if f.name in table.column_names
+        else pa.nulls(table.num_rows, f.type)
+        for f in target
+    ]
     return pa.Table.from_arrays(
         [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, target, strict=True)],
         schema=target,
@@ -299,19 +366,28 @@ def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
 
 
 class ApplyVerdicts(beam.DoFn):
-    """``(part key, [batch of Verdicts as plain tuples])`` → kept manifest rows as
-    ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``; tagged ``GONE`` and
-    ``PERSISTING``: ``(bucket, IPC message)`` of the removed rows' hash counts and of the
-    still-current rows' ids of re-chunked documents; tagged ``COUNTS``: ``(name, n)``."""
+    """``(part key, [batch of Verdicts as plain tuples, or IPC message of KEPT_DOCS])`` →
+    kept manifest rows as ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``;
+    tagged ``GONE`` and ``PERSISTING``: ``(bucket, IPC message)`` of the removed rows' hash
+    counts and of the still-current rows' ids of re-chunked documents; tagged ``COUNTS``:
+    ``(name, n)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
 
-    def process(self, element: tuple[str, Iterable[Iterable[Verdict]]]):
+    def process(self, element: tuple[str, Iterable[bytes | Iterable[Verdict]]]):
         key, batches = element
         table = self._read(PriorPart.from_key(key), schema.OCCURRENCE_FIELDS)
-        verdicts = (Verdict._make(v) for v in itertools.chain.from_iterable(batches))
-        manifest, removed, persisting = apply_verdicts(table, verdicts)
+        kept: list[pa.Array] = []
+        tuples: list[Iterable[Verdict]] = []
+        for batch in batches:
+            if isinstance(batch, bytes):
+                kept.append(from_ipc(batch, KEPT_DOCS).column(0))
+            else:
+                tuples.append(batch)
+        verdicts = (Verdict._make(v) for v in itertools.chain.from_iterable(tuples))
+        kept_docs = pa.concat_arrays(kept) if kept else None
+        manifest, removed, persisting = apply_verdicts(table, verdicts, kept_docs)
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_total", manifest.num_rows))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_removed", removed.num_rows))
         if manifest.num_rows:

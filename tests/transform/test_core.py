@@ -12,7 +12,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from chunkmill import ids, schema
 from chunkmill.config import ChunkingConfig
 from chunkmill.items import ListingError, Skipped, SourceFile
-from chunkmill.transforms import storage
+from chunkmill.transforms import core, storage
+from chunkmill.transforms import prior as prior_module
 from chunkmill.transforms.core import ChunkCorpus
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
 
@@ -440,3 +441,60 @@ def test_a_document_that_failed_at_the_listed_version_is_not_read_again(tmp_path
             equal_to([(r["chunk_id"], "v0") for r in versioned]),
             label="KeptRows",
         )
+
+
+def test_a_document_unchanged_by_its_listing_is_no_element_past_the_join(prior, tmp_path):
+    """The join by doc-id bucket decides the carried-over documents in Arrow: they leave it
+    as one array of doc_ids per part, not as work; only a document to read is an element."""
+    versioned = [{**r, "source_version": "v1"} for r in prior]
+    parts = write_prior(versioned, str(tmp_path), row_group_rows=3)
+    listed = [
+        SourceFile("/c/unchanged.md", 9, "v1"),
+        SourceFile("/c/edited.md", 9, "v2"),
+        SourceFile("/c/breaks.pdf", 9, "v1"),
+        SourceFile("/c/added.md", 9, "v1"),
+    ]  # /c/deleted.md is gone
+    batcher = core._BatchListing()
+    batcher.start_bundle()
+    assert list(batcher.process(SourceFile("/c/x.md", 1))) == []  # held, not an element
+    batcher.start_bundle()
+    for f in listed:
+        assert list(batcher.process(f)) == []
+    values = [wv.value[1] for wv in batcher.finish_bundle()]
+    read = prior_module.SummariseParts()
+    values += [
+        (core._SUMMARY, message)
+        for part in parts
+        for e in read.process(part)
+        if not isinstance(e, beam.pvalue.TaggedOutput)  # its hashes go to the hash join
+        for message in [e[1]]
+    ]
+    plan = core._PlanBucket(SMALL.fingerprint)
+    plan.start_bundle()
+    out = list(plan.process(("any", values)))
+    out += [
+        beam.pvalue.TaggedOutput(e.tag, e.value.value)
+        if isinstance(e, beam.pvalue.TaggedOutput)
+        else e.value
+        for e in plan.finish_bundle()
+    ]
+    work = sorted(e[1][0] for e in out if not isinstance(e, beam.pvalue.TaggedOutput))
+    assert work == ["/c/added.md", "/c/edited.md"]
+    tagged = [e for e in out if isinstance(e, beam.pvalue.TaggedOutput)]
+    counts = dict(e.value for e in tagged if e.tag == core._COUNTS)
+    assert counts["docs_listed"] == 4 and counts["docs_carried_over"] == 2
+    assert counts["docs_removed"] == 1 and counts["docs_prior"] == 4
+    kept = {
+        doc
+        for e in tagged
+        if e.tag == core._VERDICTS and isinstance(e.value[1], bytes)
+        for doc in prior_module.from_ipc(e.value[1], prior_module.KEPT_DOCS)["doc_id"].to_pylist()
+    }
+    assert kept == {ids.doc_id("/c/unchanged.md"), ids.doc_id("/c/breaks.pdf")}
+    removed = {
+        v[0]
+        for e in tagged
+        if e.tag == core._VERDICTS and not isinstance(e.value[1], bytes)
+        for v in e.value[1]
+    }
+    assert removed == {ids.doc_id("/c/deleted.md")}

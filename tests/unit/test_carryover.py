@@ -4,6 +4,7 @@ before it is read, as both a run and ``chunkmill plan`` decide it."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -107,3 +108,48 @@ def test_summaries_of_batches_merge_into_the_summary_of_the_whole(rows, split):
             sum(r[3] for r in mine),
         )
     assert by_doc(whole) == expected
+
+
+_summary = st.tuples(
+    st.sampled_from(["p1", "p2"]), st.integers(0, 3), _value, st.sampled_from([FP, "other", None])
+)
+_listed = st.tuples(st.sampled_from([V1, V2, None]), st.lists(_summary, max_size=3))
+
+
+@given(docs=st.lists(_listed, min_size=1, max_size=12))
+def test_the_rule_over_arrays_is_the_rule_document_by_document(docs):
+    """A run decides carry-over in Arrow, a doc-id bucket at a time; ``chunkmill plan`` and
+    a document to read decide it one document at a time. Both must agree."""
+    parts = [
+        (f"d{i}", *s)
+        for i, (_, summaries) in enumerate(docs)
+        for s in {s[0]: s for s in summaries}.values()
+    ]
+    table = pa.table(
+        {
+            "doc_id": pa.array([p[0] for p in parts], pa.string()),
+            "part": pa.array([p[1] for p in parts], pa.string()),
+            "rows": pa.array([p[2] for p in parts], pa.int64()),
+            "source_version": pa.array([p[3] for p in parts], pa.string()),
+            "config_fingerprint": pa.array([p[4] for p in parts], pa.string()),
+            "content_sha256": pa.array(["s"] * len(parts), pa.string()),
+            "source_uri": pa.array(["/" + p[0] for p in parts], pa.string()),
+        }
+    )
+    states = prior_summary.doc_states(table)
+    listed = pa.array([f"d{i}" for i in range(len(docs))], pa.string())
+    at = pc.index_in(listed, value_set=states["doc_id"])
+    over_arrays = prior_summary.unchanged_by_listing(
+        pa.array([version for version, _ in docs], pa.string()),
+        pc.take(states["rows"], at),
+        pc.take(states["source_version"], at),
+        pc.take(states["config_fingerprint"], at),
+        FP,
+    ).to_pylist()
+    one_by_one = []
+    for i, (version, _) in enumerate(docs):
+        mine = [
+            PriorSummary(p[1], p[2], p[3], p[4], "s", "/" + p[0]) for p in parts if p[0] == f"d{i}"
+        ]
+        one_by_one.append(carryover.unchanged_by_listing(version, PriorState.of_parts(mine), FP))
+    assert over_arrays == one_by_one

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from chunkmill import ids, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, Verdict
+from chunkmill.refusal import RunRefused
 from chunkmill.transforms import prior
 from chunkmill.transforms.parquet_batches import ConcatTables
 from tests.helpers import (
@@ -80,6 +82,42 @@ def test_a_row_without_a_verdict_fails_loudly_rather_than_vanishing():
     a, b = rows_of(A, "alpha"), rows_of(B, "beta")
     with pytest.raises(RuntimeError, match="got no verdict"):
         prior.apply_verdicts(manifest_table(a + b), [Verdict(ids.doc_id(A), KEEP)])
+
+
+def test_documents_kept_as_one_array_keep_their_rows_and_answer_for_them():
+    a, b, c = rows_of(A, "alpha", "beta"), rows_of(B, "gamma"), rows_of(C, "zeta")
+    kept_docs = pa.array([ids.doc_id(A), ids.doc_id(C)], pa.string())
+    kept, removed, _ = prior.apply_verdicts(
+        manifest_table(a + b + c), [Verdict(ids.doc_id(B), REMOVE)], kept_docs
+    )
+    assert kept.to_pylist() == [{**r, "is_new": False} for r in a + c]
+    assert [r["chunk_id"] for r in removed.to_pylist()] == [r["chunk_id"] for r in b]
+    # Every document of the part kept as one array: the part is kept whole.
+    kept, removed, persisting = prior.apply_verdicts(manifest_table(a + c), [], kept_docs)
+    assert kept.to_pylist() == [{**r, "is_new": False} for r in a + c]
+    assert removed.num_rows == persisting.num_rows == 0
+    assert removed.schema == schema.REMOVED
+    # A document in neither is a bug: the part's rows are not dropped.
+    with pytest.raises(RuntimeError, match="got no verdict"):
+        prior.apply_verdicts(manifest_table(a + b), [], pa.array([ids.doc_id(A)], pa.string()))
+
+
+def test_a_prior_without_a_nullable_column_is_read_with_it_null(tmp_path):
+    """A prior written before a nullable column existed carries over with the column null;
+    one without a required column is refused."""
+    rows = rows_of(A, "alpha", "beta")
+    (part,) = write_prior(rows, str(tmp_path))
+    optional = next(f.name for f in schema.MANIFEST if f.nullable and f.name != "is_new")
+    older = manifest_table(rows).drop_columns([optional])
+    pq.write_table(older, part.path)
+    table = prior.read_part(part, schema.OCCURRENCE_FIELDS)
+    assert optional not in table.column_names
+    kept, _, _ = prior.apply_verdicts(table, [], pa.array([ids.doc_id(A)], pa.string()))
+    assert kept.schema == schema.MANIFEST
+    assert kept.to_pylist() == [{**r, optional: None, "is_new": False} for r in rows]
+    pq.write_table(manifest_table(rows).drop_columns(["chunk_hash"]), part.path)
+    with pytest.raises(RunRefused, match="part-00000.parquet"):
+        prior.read_part(part, schema.OCCURRENCE_FIELDS)
 
 
 def test_parts_are_row_groups_read_back_as_written(tmp_path):
