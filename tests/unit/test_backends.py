@@ -3,6 +3,8 @@ to their token budget, and an export is made once, offline, and gives torch's ve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,14 @@ def test_an_export_is_made_once_offline_and_matches_torch(tmp_path, monkeypatch)
     made = (graph / backends.ONNX_FILE).stat().st_mtime_ns
     embedding.load_encoder(model)
     assert (graph / backends.ONNX_FILE).stat().st_mtime_ns == made  # found, not exported again
+
+
+def test_int8_calibration_texts_are_the_sample_corpus_chunks_in_a_fixed_order():
+    texts = backends.calibration_texts()
+    assert 200 <= len(texts) <= 500 and all(t.strip() for t in texts)
+    assert texts == backends.calibration_texts()
+    sample = Path(backends.__file__).parent / "pipeline" / "sample_corpus"
+    files = [p for p in sample.rglob("*") if p.is_file() and p.suffix != ".pdf"]
+    documents = [p.read_text(errors="replace") for p in files]
+    assert all(any(t in d for d in documents if d) for t in texts)
+    assert len({len(t) // 200 for t in texts}) >= 3  # short and long chunks both
