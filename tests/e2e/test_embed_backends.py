@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 # docs/embedding-backends.md: the largest absolute difference per component (float32 exports),
 # else the smallest cosine of a vector to torch's (quantized ones).
-TOLERANCE = {"onnx": ("abs", 1e-5), "openvino-int8": ("cosine", 0.98)}
+TOLERANCE = {"onnx": ("abs", 1e-5), "openvino-int8": ("cosine", 0.97)}
 
 
 @pytest.fixture(scope="module")
