@@ -2,11 +2,13 @@
 OpenVINO, in float32 or quantized (docs/embedding-backends.md).
 
 A backend is named ``RUNTIME`` or ``RUNTIME-PRECISION``: ``torch``, ``onnx``, ``onnx-int8``,
-``openvino``, ``openvino-bf16``. Every backend but ``torch`` runs a graph exported from the
-model folder once, offline, into the cache (``cache_root``): the whole sentence-transformers
-model (transformer, pooling, any ``Dense``, normalisation) as one ONNX graph, so the vectors
-are the model's own and no pooling is re-implemented here. A second load finds the export
-in the cache and does not export again.
+``openvino``, ``openvino-bf16``, ``openvino-int8``. Every backend but ``torch`` runs a graph
+exported from the model folder once, offline, into the cache (``cache_root``): the whole
+sentence-transformers model (transformer, pooling, any ``Dense``, normalisation) as one ONNX
+graph, so the vectors are the model's own and no pooling is re-implemented here. A second
+load finds the export in the cache and does not export again. ``openvino-int8`` runs that
+graph quantized statically by NNCF, calibrated on chunks of the bundled sample corpus
+(``calibration_texts``), kept in the cache beside it.
 
 Vectors of one backend are never mixed with another's: each backend but ``torch`` has its own
 model key (``variant_key``), derived from the folder's key, so ``torch`` keeps the key stores
@@ -41,7 +43,8 @@ _RUNTIMES = {
     "onnx": ("onnxruntime", "onnx", "torch"),
     "openvino": ("openvino", "onnx", "torch"),
 }
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")
+_QUANTIZER = "nncf"  # what openvino-int8 needs besides its runtime's modules
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
 DEVICES = ("cpu", "cuda", "auto")
 # Bumped when an export recipe changes what a backend computes: part of the variant's key.
 EXPORT_RECIPE = 1
@@ -49,6 +52,12 @@ EXPORT_RECIPE = 1
 DEFAULT_MAX_BATCH_TOKENS = 16384
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"
+STATIC_INT8_FILE = "model-int8-static.xml"  # OpenVINO IR, beside its .bin
+# Calibration of openvino-int8: chunks of the sample corpus at these chars4 token budgets,
+# every CALIBRATION_STEP-th of them, in batches of CALIBRATION_BATCH texts.
+CALIBRATION_BUDGETS = (40, 100, 200)
+CALIBRATION_STEP = 3
+CALIBRATION_BATCH = 4
 
 
 class BackendUnavailable(ValueError):
@@ -66,7 +75,8 @@ class Backend:
 
 
 def parse_backend(name: str) -> Backend:
-    """``torch``, ``onnx``, ``onnx-int8``, ``openvino`` or ``openvino-bf16``."""
+    """``torch``, ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-bf16`` or
+    ``openvino-int8``."""
     if name not in BACKENDS:
         raise BackendUnavailable(f"--backend {name}: choose one of {', '.join(BACKENDS)}")
     runtime, _, precision = name.partition("-")
@@ -75,7 +85,10 @@ def parse_backend(name: str) -> Backend:
 
 def check_backend(backend: Backend) -> None:
     """``BackendUnavailable`` when the libraries ``backend`` runs on are not installed."""
-    missing = [m for m in _RUNTIMES[backend.runtime] if util.find_spec(m) is None]
+    needed = _RUNTIMES[backend.runtime]
+    if backend.name == "openvino-int8":
+        needed += (_QUANTIZER,)
+    missing = [m for m in needed if util.find_spec(m) is None]
     if missing:
         extra = "embed" if backend.runtime == "torch" else "backends"
         raise BackendUnavailable(
@@ -242,6 +255,75 @@ def _quantize_int8(fp32: Path, int8: Path) -> None:
     partial.replace(int8)
 
 
+def static_int8_export(path: Path, base_key: str) -> Path:
+    """The OpenVINO IR ``openvino-int8`` runs: the float32 ONNX export of ``path`` (keyed
+    ``base_key``), quantized statically into the cache on first use; later calls find it."""
+    fp32_backend = Backend("onnx", "fp32")
+    folder = export_dir(base_key, fp32_backend)
+    fp32 = onnx_export(path, base_key, fp32_backend)
+    ir = folder / STATIC_INT8_FILE
+    if not ir.is_file():
+        _quantize_static(path, fp32, ir)
+    return ir
+
+
+def calibration_texts() -> list[str]:
+    """The texts ``openvino-int8`` is calibrated on: the bundled sample corpus's text files
+    (PDFs left out) cut by the ``paragraph`` strategy at several budgets, so that short and
+    long chunks are both seen; every ``CALIBRATION_STEP``-th, in a fixed order."""
+    from chunkmill.chunking import make_chunker
+
+    sample = Path(__file__).resolve().parent / "pipeline" / "sample_corpus"
+    files = sorted(p for p in sample.rglob("*") if p.is_file() and p.suffix != ".pdf")
+    documents = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    texts = []
+    for budget in CALIBRATION_BUDGETS:
+        chunker = make_chunker("paragraph", max_tokens=budget, overlap_tokens=0)
+        for document in documents:
+            texts += [document[s.start : s.end] for s in chunker.split(document)]
+    return [t for t in texts if t.strip()][::CALIBRATION_STEP]
+
+
+def _quantize_static(path: Path, fp32: Path, ir: Path) -> None:
+    """Post-training static int8 quantization with NNCF (its transformer recipe: SmoothQuant,
+    int8 weights per channel and activations per tensor on the matrix products, fast bias
+    correction; softmax, layer norm and GELU kept in float), calibrated on
+    ``calibration_texts``. docs/embedding-backends.md says which choices were measured."""
+    import contextlib
+    import logging
+
+    import nncf
+    import openvino as ov
+
+    print(f"chunkmill: quantizing {fp32} to static int8 (once, about a minute)", file=sys.stderr)
+    nncf.set_log_level(logging.ERROR)
+    tokenizer = _GraphEncoder(path, Backend("openvino", "int8"))
+    model = ov.Core().read_model(str(fp32))
+    names = [i.get_any_name() for i in model.inputs]
+    texts = calibration_texts()
+    batches = [texts[i : i + CALIBRATION_BATCH] for i in range(0, len(texts), CALIBRATION_BATCH)]
+
+    def feed(batch: list[str]) -> dict[str, np.ndarray]:
+        tokens = tokenizer.tokenize(batch)
+        return {n: tokens[n].astype(np.int64) for n in names}
+
+    work = Path(tempfile.mkdtemp(prefix=".quantize-", dir=ir.parent))
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
+            quantized = nncf.quantize(
+                model,
+                nncf.Dataset(batches, feed),
+                model_type=nncf.ModelType.TRANSFORMER,
+                subset_size=len(batches),
+            )
+        ov.save_model(quantized, str(work / ir.name))
+        bin_file = ir.with_suffix(".bin")
+        (work / bin_file.name).replace(bin_file)
+        (work / ir.name).replace(ir)  # last: the .xml's presence says the pair is whole
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Encoders
 
@@ -379,13 +461,17 @@ class OnnxEncoder(_GraphEncoder):
 
 class OpenVinoEncoder(_GraphEncoder):
     """OpenVINO's CPU plugin on the ONNX export, in float32 (pinned: the plugin would pick
-    bf16 by itself on a CPU that has it) or bf16."""
+    bf16 by itself on a CPU that has it) or bf16; or on its static int8 quantization
+    (``int8``), whose operators left in float run in float32."""
 
     def __init__(self, path: Path, base_key: str, backend: Backend, threads: int = 0) -> None:
         import openvino as ov
 
         super().__init__(path, backend)
-        graph = onnx_export(path, base_key, Backend("onnx", "fp32"))
+        if backend.precision == "int8":
+            graph = static_int8_export(path, base_key)
+        else:
+            graph = onnx_export(path, base_key, Backend("onnx", "fp32"))
         core = ov.Core()
         config: dict[str, Any] = {
             "INFERENCE_PRECISION_HINT": "bf16" if backend.precision == "bf16" else "f32",

@@ -75,8 +75,8 @@ def build_parser() -> Parser:
     parser.add_argument(
         "--backend",
         default=backends.DEFAULT_BACKEND,
-        help="what runs the model: torch (default), onnx, onnx-int8, openvino or openvino-bf16 "
-        "(exported once into the cache; each has its own model key: "
+        help="what runs the model: torch (default), onnx, onnx-int8, openvino, openvino-bf16 "
+        "or openvino-int8 (exported once into the cache; each has its own model key: "
         "docs/embedding-backends.md)",
     )
     parser.add_argument(

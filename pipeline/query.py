@@ -1,8 +1,9 @@
 """``chunkmill query``: the chunks of a pgvector index nearest to a question.
 
-The question is embedded with the model the index's vectors were made with: ``chunkmill_sync``
-records the table's model key, and the embedding store's ``model.json`` for that key names the
-model (or ``--model`` gives its folder, which must have that key). Only rows of that key are
+The question is embedded with the model the index's vectors were made with, run by the same
+backend: ``chunkmill_sync`` records the table's model key, and the embedding store's
+``model.json`` for that key names the model and its backend (or ``--model`` gives its folder
+and ``--backend`` the backend, whose key must be that key). Only rows of that key are
 searched, so vectors of two models are never compared. Read-only: every transaction is, so a
 query creates nothing in the database, not even pgvector.
 """
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from chunkmill import embedding, vector_index
+from chunkmill import backends, embedding, vector_index
 from chunkmill.pipeline.options import DEFAULT_OUTPUT, Parser, UsageError, absolute, location
 
 # The columns a hit reads, by name (the table may gain others).
@@ -44,6 +45,7 @@ class QuerySettings:
     output: str
     model: str | None
     as_json: bool
+    backend: str | None = None  # None: the store's model.json's, else torch
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,19 @@ def parse(argv: Sequence[str]) -> QuerySettings:
     model.add_argument(
         "--model", help="the model's folder (a sentence-transformers folder), instead of --output"
     )
+    parser.add_argument(
+        "--backend",
+        help="what runs the model, as the vectors were embedded (chunkmill embed --backend: "
+        f"{', '.join(backends.BACKENDS)}; default: the one the embedding store records, else "
+        "torch)",
+    )
     parser.add_argument("--json", action="store_true", help="print the hits as JSON")
     args = parser.parse_args(list(argv))
+    if args.backend is not None:
+        try:
+            backends.parse_backend(args.backend)
+        except backends.BackendUnavailable as e:
+            raise UsageError(str(e)) from None
     if not args.to.startswith(("postgresql://", "postgres://")):
         raise UsageError(f"--to {args.to}: not a postgresql:// URL")
     if args.k < 1:
@@ -99,7 +112,14 @@ def parse(argv: Sequence[str]) -> QuerySettings:
         raise UsageError("TEXT is empty: give the question to search for")
     output = absolute(args.output).rstrip("/") or "/"
     return QuerySettings(
-        args.question, args.to, args.table, args.k, output, args.model, bool(args.json)
+        args.question,
+        args.to,
+        args.table,
+        args.k,
+        output,
+        args.model,
+        bool(args.json),
+        args.backend,
     )
 
 
@@ -125,27 +145,47 @@ def table_key(conn: Any, table: str) -> str:
 
 
 def index_model(settings: QuerySettings, key: str) -> embedding.Model:
-    """The model whose vectors the table holds (its key is ``key``)."""
+    """The model whose vectors the table holds (its key is ``key``), as the backend that made
+    them runs it."""
     try:
         if settings.model is not None:
-            model = embedding.describe(settings.model)
+            backend = settings.backend or backends.DEFAULT_BACKEND
+            model = embedding.describe(settings.model, backend)
             given = f"--model {settings.model}"
         else:
-            model = embedding.describe(_recorded_model(settings, key))
+            spec, recorded = _recorded_model(settings, key)
+            if settings.backend not in (None, recorded):
+                raise UsageError(
+                    f"--backend {settings.backend}: table {settings.table}'s vectors were "
+                    f"embedded with --backend {recorded} (its model.json says so)"
+                )
+            model = embedding.describe(spec, recorded)
             given = f"the model {model.name}"
-        embedding.check_runtime()
+        embedding.check_runtime(model.backend)
     except embedding.ModelUnavailable as e:
         raise UsageError(str(e)) from None
     if model.key != key:
-        raise UsageError(
-            f"{given} has key {model.key}, and table {settings.table} holds vectors of key "
-            f"{key}: give --model the folder of the model the table was synced with"
-        )
+        raise UsageError(_wrong_key(settings, model, given, key))
     return model
 
 
-def _recorded_model(settings: QuerySettings, key: str) -> str:
-    """The model that ``key``'s ``model.json`` in the embedding store names."""
+def _wrong_key(settings: QuerySettings, model: embedding.Model, given: str, key: str) -> str:
+    """The refusal of a model whose key is not the table's: the ``--backend`` to pass when the
+    folder is the table's but another backend made the vectors, else the keys of both."""
+    for name in backends.BACKENDS:
+        if backends.variant_key(model.folder_key, backends.parse_backend(name)) == key:
+            return (
+                f"table {settings.table}'s vectors were embedded with --backend {name}, not "
+                f"{model.backend}: pass --backend {name}"
+            )
+    return (
+        f"{given} has key {model.key}, and table {settings.table} holds vectors of key "
+        f"{key}: give --model the folder of the model the table was synced with"
+    )
+
+
+def _recorded_model(settings: QuerySettings, key: str) -> tuple[str, str]:
+    """The model and backend that ``key``'s ``model.json`` in the embedding store names."""
     from chunkmill.transforms import embedstore
 
     try:
@@ -164,7 +204,13 @@ def _recorded_model(settings: QuerySettings, key: str) -> str:
             f"table {settings.table}'s vectors are of the model {name} ({store}): "
             "pass --model with its folder"
         )
-    return embedding.DEFAULT_MODEL
+    recorded = info.get("backend", backends.DEFAULT_BACKEND)
+    if recorded not in backends.BACKENDS:
+        raise UsageError(
+            f"table {settings.table}'s vectors were embedded with a backend this release does "
+            f"not have ({recorded}, {store})"
+        )
+    return embedding.DEFAULT_MODEL, str(recorded)
 
 
 def nearest_sql(table: str) -> Any:
@@ -244,11 +290,17 @@ def command(argv: Sequence[str]) -> int:
 
 
 def _quiet_load(model: embedding.Model) -> Any:
-    """The model, loaded without a progress bar on the terminal (one question is quick)."""
+    """The model run by its backend, loaded without a progress bar on the terminal (one
+    question is quick): torch on a GPU where it sees one, the others on the CPU."""
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
-    return embedding.load(model.path)
+    runs_on = backends.parse_backend(model.backend)
+    device = backends.pick_device("auto") if runs_on.runtime == "torch" else "cpu"
+    try:
+        return embedding.load_encoder(model, device)
+    except embedding.ModelUnavailable as e:
+        raise UsageError(str(e)) from None
 
 
 def _first_line(error: Exception) -> str:

@@ -81,8 +81,9 @@ def database_objects(url: str) -> tuple:
         return relations, extensions, columns, rows
 
 
-def build(folder: Path, server: str) -> TinyIndex:
-    """Runs, embeds (all-minilm-l6-v2) and syncs the corpus into a new database."""
+def build(folder: Path, server: str, backend: str = "torch") -> TinyIndex:
+    """Runs, embeds (all-minilm-l6-v2 run by ``backend``) and syncs the corpus into a new
+    database."""
     corpus = folder / "corpus"
     corpus.mkdir()
     for name, text in DOCUMENTS.items():
@@ -90,8 +91,9 @@ def build(folder: Path, server: str) -> TinyIndex:
     output = folder / "out"
     run = ["run", "--input", str(corpus / "**"), "--output", str(output), "--run-id", "r1"]
     assert main([*run, "--max-tokens", "40", "--overlap-tokens", "0"]) == 0
-    assert main(["embed", "--output", str(output)]) == 0
+    assert main(["embed", "--output", str(output), "--backend", backend]) == 0
     url = fresh_database(server, f"q{uuid.uuid4().hex[:12]}")
     assert main(["sync", "--output", str(output), "--to", url]) == 0
     rows = pq.read_table(output / "runs" / "r1" / "manifest").to_pylist()
-    return TinyIndex(output, url, {r["chunk_id"]: r for r in rows}, embedding.describe())
+    model = embedding.describe(backend=backend)
+    return TinyIndex(output, url, {r["chunk_id"]: r for r in rows}, model)

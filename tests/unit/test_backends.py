@@ -3,6 +3,10 @@ to their token budget, and an export is made once, offline, and gives torch's ve
 
 from __future__ import annotations
 
+import json
+import socket
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -40,12 +44,30 @@ def test_batches_keep_to_the_token_budget_and_the_batch_size():
 def test_an_export_is_made_once_offline_and_matches_torch(tmp_path, monkeypatch):
     monkeypatch.setenv("CHUNKMILL_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_network(*_args, **_kwargs):
+        raise AssertionError("the export reached for the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     texts = ["a short one", "  a longer sentence about embedding chunks of text  ", "x" * 50]
     expected = embedding.load_encoder(embedding.describe()).encode(texts)
     model = embedding.describe(backend="onnx")
     got = embedding.load_encoder(model).encode(texts)
     assert np.abs(got - expected).max() < 1e-5  # docs/embedding-backends.md's tolerance
     graph = backends.export_dir(model.folder_key, backends.parse_backend("onnx"))
+    assert graph.is_relative_to(tmp_path)
+    assert json.loads((graph / "export.json").read_text())["source"] == str(model.path)
     made = (graph / backends.ONNX_FILE).stat().st_mtime_ns
     embedding.load_encoder(model)
     assert (graph / backends.ONNX_FILE).stat().st_mtime_ns == made  # found, not exported again
+
+
+def test_int8_calibration_texts_are_the_sample_corpus_chunks_in_a_fixed_order():
+    texts = backends.calibration_texts()
+    assert 200 <= len(texts) <= 500 and all(t.strip() for t in texts)
+    assert texts == backends.calibration_texts()
+    sample = Path(backends.__file__).parent / "pipeline" / "sample_corpus"
+    files = [p for p in sample.rglob("*") if p.is_file() and p.suffix != ".pdf"]
+    documents = [p.read_text(errors="replace") for p in files]
+    assert all(any(t in d for d in documents if d) for t in texts)
+    assert len({len(t) // 200 for t in texts}) >= 3  # short and long chunks both
