@@ -126,6 +126,47 @@ def test_mypy_sees_the_folders_under_their_installed_names():
     assert installed_name("chunkmill.api", folder_packages()) == "chunkmill.api"
 
 
+def module_name(path: Path) -> str:
+    """The installed name of the module at ``path`` (pipeline/cli.py: chunkmill.pipeline.cli)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return installed_name(".".join(parts), folder_packages()).removesuffix(".__init__")
+
+
+def test_the_chunking_modules_form_no_import_circle():
+    # Every import counts, a function's too: the registry imports the strategies, which import
+    # the contract and the helpers beside it, never the registry.
+    modules = {module_name(p): p for p in (ROOT / "chunkmill" / "chunking").glob("*.py")}
+    graph = {m: set() for m in modules}
+    for m, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            graph[m] |= {n for n in names if n in modules and n != m}
+
+    def in_a_circle(start: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                return True
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return False
+
+    assert len(graph) > 10
+    assert sorted(m for m in graph if in_a_circle(m)) == []
+
+
+def test_the_config_does_not_import_the_parser_sandbox():
+    assert "chunkmill.isolation" not in imported(ROOT / "chunkmill" / "config.py")
+
+
 @pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_pure_core_imports_no_beam(path: Path):
     # A function may import the Beam side on demand (``chunkmill.ChunkCorpus``); the module
