@@ -46,7 +46,7 @@ demo: install
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/python scripts/typecheck.py
 
 test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -52,8 +52,8 @@ def markdown(size: int) -> bytes:
 
 def chunking(repeat: int) -> None:
     from chunkmill import document, ids
-    from chunkmill.config import Chunking, ChunkingConfig
-    from chunkmill.isolation import Extractor, Limits
+    from chunkmill.config import Chunking, ChunkingConfig, Limits
+    from chunkmill.isolation import Extractor
     from chunkmill.items import WorkItem
 
     config = ChunkingConfig()

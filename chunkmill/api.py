@@ -12,7 +12,7 @@ import pyarrow as pa
 from chunkmill import ids
 from chunkmill.config import AUTO, Chunking, ChunkingConfig
 from chunkmill.document import PROCESSED, chunk_extracted
-from chunkmill.extract import Extracted, ExtractionError, extract
+from chunkmill.extract import Extracted, ExtractionError, extract, format_by_name
 from chunkmill.items import WorkItem
 
 __all__ = [
@@ -181,26 +181,32 @@ def chunk_text(
     """The chunks a run makes of ``text`` with ``strategy`` and its ``parameters`` (those of
     ``chunkmill run``'s ``--strategy`` and ``--param``, e.g. ``max_tokens=400``, plus
     ``context_prev_chars``, ``context_next_chars``, ``max_embed_tokens`` and
-    ``min_chunk_tokens``). ``text`` is text, or what ``extract_text`` returned (pages and
-    bookmarks are then kept). ``name`` decides the format of a plain string, as a file name
-    does in a run (``.md`` is Markdown; ``auto`` picks the strategy by format). Raises
-    ``ValueError`` for an unknown strategy or a bad parameter, naming it."""
+    ``min_chunk_tokens``).
+
+    ``text`` is a string, chunked as given: ``text[c.start:c.end] == c.text`` for every
+    chunk ``c``, whatever it holds ("\\r\\n", a byte-order mark, NULs, any character but a
+    lone surrogate, which has no UTF-8 form to hash: ``ValueError`` naming its offset). It is
+    not extracted: ``name`` only decides its format, as a file name does in a run (``.md``
+    is Markdown; ``auto`` picks the strategy by format), and markup stays as it is. Or
+    ``text`` is what ``extract_text`` returned, for the chunks a run makes of a file (pages
+    and bookmarks are then kept, and offsets are into its ``text``). Raises ``ValueError``
+    for an unknown strategy or a bad parameter, naming it."""
     if isinstance(text, Extracted):
         doc = text
     else:
-        try:
-            doc = extract(name, text.encode("utf-8"))
-        except ExtractionError as e:
-            if e.reason == "empty":  # whitespace only: no chunk, as in a run (no rows)
-                return []
-            raise
+        doc = Extracted(text, format=format_by_name(name) or "text")
+    try:
+        sha = ids.sha256_hex(doc.text.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"text holds a lone surrogate (U+{ord(doc.text[e.start]):04X}) at offset "
+            f"{e.start}: chunk hashes are of UTF-8 text, which cannot hold one"
+        ) from None
     chunking = Chunking(ChunkingConfig.create(strategy, tokenizer=tokenizer, **parameters))
     item = WorkItem(doc_id=ids.doc_id(name), uri=name, size_bytes=len(doc.text))
-    outcome = chunk_extracted(item, doc, ids.sha256_hex(doc.text.encode("utf-8")), chunking)
+    outcome = chunk_extracted(item, doc, sha, chunking)
     if outcome.status != PROCESSED:
         error = outcome.error or {}
-        if error.get("reason") == "empty":  # whitespace only: no chunk
-            return []
         raise RuntimeError(f"{error.get('reason')}: {error.get('message')}")
     return [
         Chunk(

@@ -21,21 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkmill import ids
-from chunkmill.chunking import make_chunker
-from chunkmill.chunking.base import (
-    ParameterError,
-    TokenCounter,
-    available,
-    chars4,
-    check_int,
-    strategy_parameters,
-)
+from chunkmill.chunking.base import ParameterError, TokenCounter, chars4, check_int
 from chunkmill.chunking.context import ContextWindow, fitted_context_windows
 from chunkmill.chunking.fitting import TOKEN_LIMIT_PARAM, FittedChunker
 from chunkmill.chunking.recursive import separators_for
+from chunkmill.chunking.registry import available, make_chunker, strategy_parameters
 from chunkmill.chunking.structure import Unmasking
 from chunkmill.chunking.tokens import load_token_counter, model_window, token_counter_identity
-from chunkmill.isolation import Limits
 
 # Bumped whenever chunkmill's own processing (not a library's) would give different chunks
 # for the same bytes and parameters; a bump re-chunks every document on the next run.
@@ -127,6 +119,31 @@ def default_max_embed_tokens(params: dict[str, Any]) -> int:
 def strategies() -> list[str]:
     """Every name ``--strategy`` takes."""
     return [AUTO, *available()]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-document budgets.
+
+    ``timeout_seconds``: wall-clock time one document may spend in a parser. ``memory_mb``:
+    address space the parser may add on top of the warm child's own (RLIMIT_AS, Linux and
+    other POSIX systems; ignored where ``resource`` is missing). ``max_document_bytes``: a
+    listed object larger than this is a ``too_large`` error without being read.
+    ``max_pdf_pages``: a PDF with more pages is ``too_large``; ``None`` for no cap.
+    """
+
+    timeout_seconds: float = 120.0
+    memory_mb: int = 2048
+    max_document_bytes: int = 256 * 1024 * 1024
+    max_pdf_pages: int | None = 5000
+
+    def __post_init__(self) -> None:
+        if not self.timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be positive")
+        if self.memory_mb <= 0 or self.max_document_bytes <= 0:
+            raise ValueError("memory_mb and max_document_bytes must be positive")
+        if self.max_pdf_pages is not None and self.max_pdf_pages <= 0:
+            raise ValueError("max_pdf_pages must be positive")
 
 
 @dataclass(frozen=True)

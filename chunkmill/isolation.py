@@ -33,10 +33,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from chunkmill.extract import Extracted, ExtractionError, extract, format_by_name, uses_parser
+
+if TYPE_CHECKING:
+    from chunkmill.config import Limits
 
 ExtractFn = Callable[..., Extracted]
 
@@ -63,31 +65,6 @@ _BOOT = (
     "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
     "from chunkmill.isolation import _serve; _serve()"
 )
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-document budgets.
-
-    ``timeout_seconds``: wall-clock time one document may spend in a parser. ``memory_mb``:
-    address space the parser may add on top of the warm child's own (RLIMIT_AS, Linux and
-    other POSIX systems; ignored where ``resource`` is missing). ``max_document_bytes``: a
-    listed object larger than this is a ``too_large`` error without being read.
-    ``max_pdf_pages``: a PDF with more pages is ``too_large``; ``None`` for no cap.
-    """
-
-    timeout_seconds: float = 120.0
-    memory_mb: int = 2048
-    max_document_bytes: int = 256 * 1024 * 1024
-    max_pdf_pages: int | None = 5000
-
-    def __post_init__(self) -> None:
-        if not self.timeout_seconds > 0:
-            raise ValueError("timeout_seconds must be positive")
-        if self.memory_mb <= 0 or self.max_document_bytes <= 0:
-            raise ValueError("memory_mb and max_document_bytes must be positive")
-        if self.max_pdf_pages is not None and self.max_pdf_pages <= 0:
-            raise ValueError("max_pdf_pages must be positive")
 
 
 class IsolatedExtractor:

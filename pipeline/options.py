@@ -301,8 +301,8 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def _add_extraction_flags(run: argparse.ArgumentParser) -> None:
     """Extraction engine, isolation budgets and failure limits (chunkmill/isolation.py)."""
+    from chunkmill.config import Limits
     from chunkmill.extract import OCR_MODES, PDF_ENGINES
-    from chunkmill.isolation import Limits
 
     defaults = Limits()
     run.add_argument(
@@ -702,8 +702,7 @@ def parse_run_args(argv: Sequence[str], *, now: dt.datetime | None = None) -> Ru
     args, beam_args = parser.parse_known_args(["run", *argv])
     # Only now Beam and the rest: a mistake chunkmill's own parser finds is told without them.
     from chunkmill.chunking.base import ParameterError
-    from chunkmill.config import ChunkingConfig
-    from chunkmill.isolation import Limits
+    from chunkmill.config import ChunkingConfig, Limits
     from chunkmill.pipeline import runners
     from chunkmill.transforms import runstate, storage
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Folders of the project's code; chunkmill/pipeline and chunkmill/transforms are links to
-# two of them and are walked once, under their own names.
+# Folders of the project's code.
 CODE_FOLDERS = ("chunkmill", "pipeline", "transforms", "tests", "benchmarks", "deploy", "scripts")
 
 
@@ -16,11 +15,5 @@ def source_files(suffixes: set[str]) -> list[Path]:
         p
         for folder in CODE_FOLDERS
         for p in (ROOT / folder).rglob("*")
-        if p.is_file()
-        and p.suffix in suffixes
-        and "sample_corpus" not in p.parts
-        and not (
-            folder == "chunkmill"
-            and p.relative_to(ROOT / folder).parts[0] in ("pipeline", "transforms")
-        )
+        if p.is_file() and p.suffix in suffixes and "sample_corpus" not in p.parts
     )

@@ -1,4 +1,5 @@
-"""The chunker contract and the registry that plugs strategies in by name.
+"""The chunker contract and the helpers every strategy shares; the strategies by name are
+:mod:`chunkmill.chunking.registry`.
 
 A chunker is a pure function of a document's text: it returns spans, never copies, so the
 offset contract holds by construction::
@@ -15,7 +16,6 @@ Every strategy guarantees, for any input ``text``:
 
 from __future__ import annotations
 
-import inspect
 import string
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
@@ -121,69 +121,6 @@ class Chunker(Protocol):
     def split(self, text: str) -> list[Span]:
         """Chunk ``text``; see the module docstring for the guarantees."""
         ...
-
-
-_REGISTRY: dict[str, Callable[..., Chunker]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Chunker]], Callable[..., Chunker]]:
-    """Class decorator: make a strategy available to ``make_chunker(name, ...)``."""
-
-    def wrap(factory: Callable[..., Chunker]) -> Callable[..., Chunker]:
-        if name in _REGISTRY:
-            raise ValueError(f"chunking strategy {name!r} registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return wrap
-
-
-def available() -> list[str]:
-    """Names of the registered strategies, sorted."""
-    _load_builtins()
-    return sorted(_REGISTRY)
-
-
-def strategy_parameters(name: str) -> frozenset[str]:
-    """The keyword parameters strategy ``name`` takes, besides ``token_counter``."""
-    _load_builtins()
-    signature = inspect.signature(_REGISTRY[name])
-    return frozenset(
-        p.name
-        for p in signature.parameters.values()
-        if p.kind is p.KEYWORD_ONLY and p.name != "token_counter"
-    )
-
-
-def make_chunker(name: str, **params: Any) -> Chunker:
-    """Build the strategy ``name`` with ``params`` (``None`` values mean "the default").
-
-    Raises ``ValueError`` for an unknown name or an invalid parameter.
-    """
-    _load_builtins()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown chunking strategy {name!r}; choose one of {', '.join(available())}"
-        ) from None
-    given = {k: v for k, v in params.items() if v is not None}
-    try:
-        return factory(**given)
-    except TypeError as e:  # an unexpected keyword for this strategy
-        raise ValueError(f"strategy {name!r}: {e}") from None
-
-
-def _load_builtins() -> None:
-    # Importing the strategy modules registers them; done lazily to avoid an import cycle.
-    from chunkmill.chunking import (  # noqa: F401
-        paragraph,
-        paragraph_window,
-        recursive,
-        section,
-        semantic,
-        sentence,
-    )
 
 
 def rstrip_end(text: str, lo: int, hi: int) -> int:

@@ -13,13 +13,12 @@ from chunkmill.chunking.base import (
     chars4,
     check_int,
     check_less,
-    register,
     rstrip_end,
 )
+from chunkmill.chunking.overlap import overlap_start
 from chunkmill.chunking.paragraphs import (
     NONSPACE,
     SEPARATOR,
-    SPACE_THEN_WORD,
     last_break,
     paragraphs,
     pieces,
@@ -27,7 +26,6 @@ from chunkmill.chunking.paragraphs import (
 from chunkmill.chunking.token_split import TokenSplit
 
 
-@register("paragraph")
 class ParagraphChunker:
     """Packs whole paragraphs into chunks of at most ``max_tokens * 4`` characters.
 
@@ -220,7 +218,9 @@ class ParagraphChunker:
                     end = unit_end
                 else:
                     spans.append(Span(start, end))
-                    start = self._overlap_start(text, start, end, unit_start, unit_end)
+                    start = overlap_start(
+                        text, end, unit_start, unit_end, overlap=self.overlap_chars, size=max_chars
+                    )
                     end = unit_end
             if after >= n:  # no paragraph left
                 break
@@ -234,22 +234,6 @@ class ParagraphChunker:
                 end, para = skip
         spans.append(Span(start, end))
         return spans
-
-    def _overlap_start(
-        self, text: str, prev_start: int, prev_end: int, unit_start: int, unit_end: int
-    ) -> int:
-        """Where the chunk that opens with unit [unit_start, unit_end) starts."""
-        # Bounded by the overlap budget and by the room the new unit leaves. The caller only
-        # gets here when unit_end - prev_start > max_chars, so low > prev_start: the overlap
-        # never reaches before the previous chunk and the new chunk starts strictly later.
-        low = max(prev_end - self.overlap_chars, unit_end - self.max_chars)
-        if low >= prev_end:
-            return unit_start
-        word = SPACE_THEN_WORD.search(text, low - 1, prev_end)
-        # Without a word start the window is the tail of one word. That is common: a piece
-        # of a long paragraph nearly fills max_chars, shrinking the window to a few
-        # characters, and a fragment such as "ation." adds noise, not context.
-        return unit_start if word is None else word.end() - 1
 
 
 # A sentence's end: a mark, any closing quotes or brackets, then whitespace (not included).

@@ -8,13 +8,12 @@ paragraphs; the pipeline builds each chunk's context window from the chunk texts
 
 from __future__ import annotations
 
-from chunkmill.chunking.base import Span, TokenCounter, chars4, check_int, register
+from chunkmill.chunking.base import Span, TokenCounter, chars4, check_int
 
 # Reused so that "paragraph" means exactly the same thing in both strategies.
 from chunkmill.chunking.paragraphs import paragraphs, pieces
 
 
-@register("paragraph-window")
 class ParagraphWindowChunker:
     """One chunk per paragraph; a paragraph over ``max_chars`` characters is cut into pieces.
 

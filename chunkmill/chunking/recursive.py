@@ -15,7 +15,6 @@ from chunkmill.chunking.base import (
     chars4,
     check_int,
     check_less,
-    register,
     rstrip_end,
 )
 
@@ -25,7 +24,6 @@ _NONSPACE = re.compile(r"\S")
 DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", ". ", " ", "")
 
 
-@register("recursive")
 class RecursiveChunker:
     """Split on the first separator present, merge the pieces up to ``chunk_size`` characters
     with overlap, and split pieces still too large on the next separators.

@@ -11,7 +11,6 @@ from chunkmill.chunking.base import (
     TokenCounter,
     chars4,
     check_int,
-    register,
     rstrip_end,
 )
 from chunkmill.chunking.markdown import (
@@ -65,7 +64,6 @@ if Span._fields[:5] != (
     raise ImportError("Span's fields changed: update the _new_span calls in section.py")
 
 
-@register("section")
 class SectionChunker:
     """One chunk per Markdown section; a section over ``max_tokens`` is split at
     block, then sentence boundaries. No overlap between chunks.

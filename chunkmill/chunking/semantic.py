@@ -18,7 +18,6 @@ from chunkmill.chunking.base import (
     chars4,
     check_int,
     check_less,
-    register,
     rstrip_end,
 )
 from chunkmill.chunking.markdown import prose_units
@@ -42,7 +41,6 @@ EMBED_BATCH = 64
 TORCH_THREADS = 1
 
 
-@register("semantic")
 class SemanticChunker:
     """Sentences grouped by topic, each chunk at most ``max_tokens``.
 

@@ -10,9 +10,9 @@ from chunkmill.chunking.base import (
     chars4,
     check_int,
     check_less,
-    register,
     rstrip_end,
 )
+from chunkmill.chunking.overlap import overlap_start
 
 _NONSPACE = re.compile(r"\S")
 _SPACE = re.compile(r"\s")
@@ -27,13 +27,9 @@ _LAST_BOUNDARY = re.compile(r".*[.?!]\s", re.DOTALL)
 _SENTENCE_START = re.compile(r"[.?!]\s+(?=\S)")
 # Matched from a known whitespace position to endpos, like _LAST_BOUNDARY.
 _LAST_SPACE = re.compile(r".*\s", re.DOTALL)
-# Searched from one character before the overlap window, so that a word starting exactly at
-# the window's first position is found.
-_SPACE_THEN_WORD = re.compile(r"\s\S")
 _TERMINATORS = frozenset(".?!")
 
 
-@register("sentence")
 class SentenceChunker:
     """Packs whole sentences into chunks of at most ``chunk_size`` characters, each
     chunk carrying about ``chunk_overlap`` characters from the end of the previous one.
@@ -162,20 +158,16 @@ class SentenceChunker:
     def _overlap_start(
         self, text: str, prev_start: int, prev_end: int, unit_start: int, unit_end: int
     ) -> int:
-        """Where the chunk whose first new unit is [unit_start, unit_end) starts."""
-        # The caller only gets here when unit_end - prev_start > chunk_size, so
-        # low > prev_start: the new chunk starts strictly after the previous one.
-        low = max(prev_end - self.chunk_overlap, unit_end - self.chunk_size)
-        if low >= prev_end:
+        """Where the chunk whose first new unit is [unit_start, unit_end) starts: the first
+        sentence start of the overlap window, else its first word start."""
+        word_start = overlap_start(
+            text, prev_end, unit_start, unit_end, overlap=self.chunk_overlap, size=self.chunk_size
+        )
+        if word_start == unit_start:  # nothing carried over
             return unit_start
-        word = _SPACE_THEN_WORD.search(text, low - 1, prev_end)
-        if word is None:
-            # The window is the tail of one word: a fragment such as "ation." adds noise.
-            return unit_start
-        word_start = word.end() - 1
         # Every sentence start is a word start, so the first one in the window is either
         # word_start itself or found by searching from there. Whether word_start is one
-        # depends on the character before its whitespace run, which may begin before low.
+        # depends on the character before its whitespace run, which may begin before the window.
         before = rstrip_end(text, prev_start, word_start)
         if text[before - 1] in _TERMINATORS:
             return word_start

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import chunkmill
 from chunkmill import ids
@@ -62,6 +64,63 @@ def test_whitespace_has_no_chunk_and_bad_bytes_raise_with_a_reason():
     with pytest.raises(ExtractionError) as raised:
         chunkmill.extract_text(b"\x00\x01\x02" * 100, "blob.txt")
     assert raised.value.reason
+
+
+# Pieces a caller's string may hold that extraction would change: CRLF and lone CR line ends,
+# a byte-order mark, NULs and other control characters, astral characters (two UTF-16 code
+# units, four UTF-8 bytes), combining marks, and Markdown and sentence structure.
+PIECES = st.sampled_from(
+    [
+        "word ",
+        "Sentence ends. ",
+        "\r\n",
+        "\r\n\r\n",
+        "\r",
+        "\n\n",
+        "\ufeff",
+        "\x00",
+        "\x0c",
+        "\x1b[0m",
+        "\U0001f600",
+        "\U00010348",
+        "e\u0301",
+        "# Title\r\n",
+        "## Part\n",
+        "- item\n",
+        "```\ncode\n```\n",
+        " " * 7,
+        "\t",
+        "x" * 90,
+    ]
+)
+STRATEGIES = ["auto", "paragraph", "paragraph-window", "recursive", "section", "sentence"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(PIECES, max_size=400),
+    strategy=st.sampled_from(STRATEGIES),
+    name=st.sampled_from(["text.md", "notes.txt", "noname"]),
+)
+def test_a_string_is_chunked_as_given(pieces: list[str], strategy: str, name: str):
+    text = "".join(pieces)
+    chunks = chunkmill.chunk_text(text, strategy, name=name)
+    assert [text[c.start : c.end] for c in chunks] == [c.text for c in chunks]
+    assert all(c.chunk_hash == ids.chunk_hash(c.text_with_context or c.text) for c in chunks)
+    if text.strip():
+        assert chunks
+
+
+def test_a_string_keeps_its_crlf_bom_and_nul():
+    text = "\ufeffFirst line\r\nsame paragraph\x00\r\n\r\n\U0001f600 second paragraph\r\n"
+    (chunk,) = chunkmill.chunk_text(text, "paragraph")
+    assert (chunk.start, chunk.end) == (0, len(text) - 2)
+    assert chunk.text == text[:-2]
+
+
+def test_a_lone_surrogate_is_a_value_error_naming_its_offset():
+    with pytest.raises(ValueError, match=r"lone surrogate \(U\+D800\) at offset 5"):
+        chunkmill.chunk_text("abcd \ud800 efg")
 
 
 def test_chunk_corpus_is_there_without_importing_beam_until_asked():

@@ -270,7 +270,7 @@ def _isolated_run(data: bytes, limits, uri: str = URI, config: ChunkingConfig = 
     ("memory_mb", "timeout", "reason"), [(128, 120.0, "memory"), (4096, 0.5, "timeout")]
 )
 def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeout, reason):
-    from chunkmill.isolation import Limits
+    from chunkmill.config import Limits
 
     data = b"# h\n" * 1_000_000  # 4 MB: a million one-heading sections
     limits = Limits(memory_mb=memory_mb, timeout_seconds=timeout)
@@ -283,7 +283,7 @@ def test_chunking_that_blows_a_budget_costs_that_document_only(memory_mb, timeou
 def test_a_long_document_gets_the_whole_memory_budget_in_the_child():
     # What a request runs is imported before the child's limit is set, so a document that
     # needs less than the budget is chunked, even the first one in a fresh child.
-    from chunkmill.isolation import Limits
+    from chunkmill.config import Limits
 
     data = paragraphs(*(f"word{i} " * 30 for i in range(1500)))
     assert len(data) > document.CHUNK_IN_CHILD_ABOVE
@@ -293,7 +293,7 @@ def test_a_long_document_gets_the_whole_memory_budget_in_the_child():
 
 @pytest.mark.parametrize("uri", ["/corpus/long.md", "/corpus/long.html"])
 def test_a_long_document_chunked_in_the_child_gives_the_same_rows(uri):
-    from chunkmill.isolation import Limits
+    from chunkmill.config import Limits
 
     body = paragraphs(*(f"word{i} " * 30 for i in range(2000))).decode()
     if uri.endswith(".html"):  # extracted in the child, then chunked there from its text

@@ -81,6 +81,8 @@ def test_a_bad_langchain_spec_is_one_line(corpus, capsys, spec, message):  # noq
 
 def test_without_langchain_installed_the_spec_names_the_extra(corpus, capsys, monkeypatch):  # noqa: F811
     monkeypatch.setitem(sys.modules, "langchain_text_splitters", None)
-    assert main(eval_args(corpus, "--compare", "auto", "langchain chunk-size=40 chunk-overlap=0")) == 2
+    assert (
+        main(eval_args(corpus, "--compare", "auto", "langchain chunk-size=40 chunk-overlap=0")) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "install chunkmill's langchain extra" in err[0], err

@@ -267,7 +267,7 @@ def test_pdf_engine_is_part_of_the_fingerprint() -> None:
 
 
 def test_limits_stay_out_of_the_fingerprint() -> None:
-    from chunkmill.isolation import Limits
+    from chunkmill.config import Limits
 
     tight = ChunkingConfig.create(limits=Limits(timeout_seconds=1, memory_mb=10))
     assert tight.fingerprint == ChunkingConfig.create().fingerprint

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from chunkmill import document, ids
-from chunkmill.config import Chunking
+from chunkmill.config import Chunking, Limits
 from chunkmill.extract import ExtractionError
-from chunkmill.isolation import Extractor, Limits
+from chunkmill.isolation import Extractor
 from chunkmill.items import WorkItem
 from tests.helpers import SMALL
 from tests.hostile_corpus import LINES, Case, cases

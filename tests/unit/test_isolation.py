@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from chunkmill.config import Limits
 from chunkmill.extract import ExtractionError
-from chunkmill.isolation import Extractor, IsolatedExtractor, Limits
+from chunkmill.isolation import Extractor, IsolatedExtractor
 from tests import isolation_targets as targets
 
 

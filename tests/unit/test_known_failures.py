@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 
 from chunkmill import carryover, document, ids
-from chunkmill.config import ChunkingConfig
-from chunkmill.isolation import Limits
+from chunkmill.config import ChunkingConfig, Limits
 from chunkmill.items import PriorError, WorkItem
 from chunkmill.transforms import storage
 from tests.helpers import SMALL

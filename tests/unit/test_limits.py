@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chunkmill import document, ids
-from chunkmill.isolation import Limits
+from chunkmill.config import Limits
 from chunkmill.items import WorkItem
 from chunkmill.pipeline import graph
 from chunkmill.pipeline.cli import main

@@ -4,6 +4,7 @@ the standard library, and a wheel that installs ``chunkmill`` alone."""
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -12,14 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from scripts.typecheck import folder_packages, installed_name
 from tests.tree import ROOT, source_files
 
-# The pure core: every module of chunkmill/ itself (transforms and pipeline are links).
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+# The pure core: every module of chunkmill/ (transforms/ and pipeline/ are mapped beside it).
 PURE = sorted(
     p
     for p in (ROOT / "chunkmill").rglob("*.py")
-    if p.relative_to(ROOT / "chunkmill").parts[0] not in ("transforms", "pipeline")
-    and p.name != "__main__.py"  # the command's entry point: ``python -m chunkmill``
+    if p.name != "__main__.py"  # the command's entry point: ``python -m chunkmill``
 )
 SOURCES = source_files({".py"})
 
@@ -53,10 +59,112 @@ def test_the_rooms_are_where_the_rules_look():
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_nothing_imports_the_folders_by_their_repository_names(path: Path):
-    # In the repository pipeline/ and transforms/ are importable at the top too; a module
-    # imported by that name would be a second copy of the installed one.
+    # pytest puts the repository on sys.path, where pipeline/ and transforms/ are importable
+    # at the top; a module imported by that name would be a second copy of the installed one.
     wrong = sorted(n for n in imported(path) if n.split(".")[0] in ("pipeline", "transforms"))
     assert wrong == []
+
+
+def test_the_development_install_imports_chunkmill_alone(tmp_path: Path):
+    # Outside the repository and without PYTHONPATH, only what the install provides is
+    # importable: chunkmill, with pipeline/ and transforms/ under it, and no top-level copies.
+    code = (
+        "import importlib, chunkmill.pipeline.cli, chunkmill.transforms.core\n"
+        "print(chunkmill.pipeline.cli.__file__)\n"
+        "print(chunkmill.transforms.core.__file__)\n"
+        "for name in ('pipeline', 'transforms'):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ModuleNotFoundError as e:\n"
+        "        print(e.name, 'missing')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        str(ROOT / "pipeline" / "cli.py"),
+        str(ROOT / "transforms" / "core.py"),
+        "pipeline missing",
+        "transforms missing",
+    ]
+
+
+def test_no_symlink_in_the_tree():
+    listing = subprocess.run(
+        ["git", "ls-files", "--stage"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    entries = listing.stdout.splitlines()
+    links = [line.split("\t")[1] for line in entries if line.startswith("120000")]
+    assert links == []
+
+
+def test_every_folder_of_the_package_is_listed_under_its_installed_name():
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        listed = tomllib.load(f)["tool"]["setuptools"]["packages"]
+    folders = {"chunkmill": "chunkmill", **folder_packages()}
+    expected = {
+        installed_name(".".join(d.relative_to(ROOT).parts), folders)
+        for top in folders
+        for d in [ROOT / top, *(ROOT / top).rglob("*")]
+        if d.is_dir()
+        and "__pycache__" not in d.parts
+        and ((d / "__init__.py").exists() or "sample_corpus" in d.parts)
+    }
+    assert sorted(listed) == sorted(expected)
+    assert "chunkmill.pipeline.sample_corpus.pdfs" in listed
+
+
+def test_mypy_sees_the_folders_under_their_installed_names():
+    assert folder_packages() == {
+        "pipeline": "chunkmill.pipeline",
+        "transforms": "chunkmill.transforms",
+    }
+    assert installed_name("pipeline.cli", folder_packages()) == "chunkmill.pipeline.cli"
+    assert installed_name("transforms", folder_packages()) == "chunkmill.transforms"
+    assert installed_name("chunkmill.api", folder_packages()) == "chunkmill.api"
+
+
+def module_name(path: Path) -> str:
+    """The installed name of the module at ``path`` (pipeline/cli.py: chunkmill.pipeline.cli)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return installed_name(".".join(parts), folder_packages()).removesuffix(".__init__")
+
+
+def test_the_chunking_modules_form_no_import_circle():
+    # Every import counts, a function's too: the registry imports the strategies, which import
+    # the contract and the helpers beside it, never the registry.
+    modules = {module_name(p): p for p in (ROOT / "chunkmill" / "chunking").glob("*.py")}
+    graph = {m: set() for m in modules}
+    for m, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            graph[m] |= {n for n in names if n in modules and n != m}
+
+    def in_a_circle(start: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                return True
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return False
+
+    assert len(graph) > 10
+    assert sorted(m for m in graph if in_a_circle(m)) == []
+
+
+def test_the_config_does_not_import_the_parser_sandbox():
+    assert "chunkmill.isolation" not in imported(ROOT / "chunkmill" / "config.py")
 
 
 @pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
@@ -115,10 +223,13 @@ def test_the_wheel_installs_chunkmill_alone_with_the_sample_corpus(tmp_path: Pat
     # Built from a copy: setuptools leaves a build/ folder beside the sources it builds.
     source = tmp_path / "source"
     skip = shutil.ignore_patterns(".git", ".venv*", "out", "build", "*.egg-info", "__pycache__")
-    shutil.copytree(ROOT, source, symlinks=True, ignore=skip)
+    shutil.copytree(ROOT, source, ignore=skip)
     wheel_dir = tmp_path / "wheel"
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w"]
-    subprocess.run([*pip_wheel, str(wheel_dir), str(source)], check=True, capture_output=True)
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--verbose", "--no-deps", "-w"]
+    build = subprocess.run(
+        [*pip_wheel, str(wheel_dir), str(source)], check=True, capture_output=True, text=True
+    )
+    assert "absent from the `packages` configuration" not in build.stdout + build.stderr
     (wheel,) = wheel_dir.glob("chunkmill-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
@@ -134,3 +245,4 @@ def test_the_wheel_installs_chunkmill_alone_with_the_sample_corpus(tmp_path: Pat
     }
     assert shipped == expected
     assert "chunkmill/transforms/core.py" in names and "chunkmill/document.py" in names
+    assert "chunkmill/pipeline/cli.py" in names and "chunkmill/py.typed" in names

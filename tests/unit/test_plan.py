@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkmill import carryover, ids, prior_summary
-from chunkmill.config import ChunkingConfig
-from chunkmill.isolation import Limits
+from chunkmill.config import ChunkingConfig, Limits
 from chunkmill.items import SourceFile
 from chunkmill.pipeline import plan
 from chunkmill.pipeline.options import RunSettings
