@@ -211,6 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from chunkmill.pipeline import logs
 
         logs.configure(logs.level_from_argv(argv[1:]))
+        from chunkmill import quiet
+
+        quiet.quiet_model_loading()
         command = COMMANDS.get(argv[0])
         if command is None:
             raise UsageError(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,3 +68,19 @@ def test_the_filter_drops_only_the_apitools_line(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "apitools is fine, another warning is not dropped"
     ]
+
+
+def test_loading_the_model_draws_no_progress_bar(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Paris is the capital of France.\n")
+    reference = {"content": "Paris", "start_index": 0, "end_index": 5}
+    question = {"question": "Capital of France?", "corpus_id": "a", "references": [reference]}
+    (tmp_path / "q.jsonl").write_text(json.dumps(question) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "chunkmill", "eval", "--input", str(tmp_path / "docs" / "*.md"),
+         "--questions", str(tmp_path / "q.jsonl"), "--retriever", "model"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "it/s]" not in done.stderr, done.stderr
