@@ -271,10 +271,15 @@ def calibration_texts() -> list[str]:
     """The texts ``openvino-int8`` is calibrated on: the bundled sample corpus's text files
     (PDFs left out) cut by the ``paragraph`` strategy at several budgets, so that short and
     long chunks are both seen; every ``CALIBRATION_STEP``-th, in a fixed order."""
+    import chunkmill.pipeline
     from chunkmill.chunking import make_chunker
 
-    sample = Path(__file__).resolve().parent / "pipeline" / "sample_corpus"
+    sample = Path(chunkmill.pipeline.__file__).resolve().parent / "sample_corpus"
     files = sorted(p for p in sample.rglob("*") if p.is_file() and p.suffix != ".pdf")
+    if not files:  # a broken install: calibrating on nothing is no quantization
+        raise BackendUnavailable(
+            f"openvino-int8 is calibrated on the sample corpus: {sample} is empty"
+        )
     documents = [f.read_text(encoding="utf-8", errors="replace") for f in files]
     texts = []
     for budget in CALIBRATION_BUDGETS:
