@@ -26,7 +26,7 @@ def _process(tmp_path: Path, documents: dict[str, bytes]) -> list[beam.pvalue.Ta
         out = [
             o
             for uri, data in documents.items()
-            for o in fn.process(WorkItem(ids.doc_id(uri), uri, len(data)))
+            for o in fn.process(_spread(WorkItem(ids.doc_id(uri), uri, len(data))))
         ]
         # What finish_bundle emits carries its window: TaggedOutput(tag, WindowedValue).
         out += [
@@ -37,6 +37,12 @@ def _process(tmp_path: Path, documents: dict[str, bytes]) -> list[beam.pvalue.Ta
     finally:
         fn.teardown()
     return [o for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+
+
+def _spread(item: WorkItem) -> tuple[str, list[tuple]]:
+    """``item`` as SpreadWork hands it to the step: its doc_id and its one work."""
+    doc, work = core._work(item)
+    return doc, [work]
 
 
 def _occurrences(outputs: list[beam.pvalue.TaggedOutput]) -> list[tuple[str, str, pa.RecordBatch]]:
