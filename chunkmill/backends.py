@@ -415,26 +415,48 @@ class TorchEncoder(Encoder):
 
 class _GraphEncoder(Encoder):
     """An exported graph: texts tokenized as sentence-transformers tokenizes them (stripped,
-    truncated to the model's window, padded to the batch's longest)."""
+    truncated to the model's window, padded to the batch's longest). A folder with a
+    ``tokenizer.json`` is tokenized by the ``tokenizers`` library directly, the same ids as
+    transformers' fast tokenizer gives without the seconds of importing transformers
+    (docs/embedding-backends.md, "Fixed costs"); any other folder by transformers."""
 
     def __init__(self, path: Path, backend: Backend) -> None:
-        from transformers import AutoTokenizer
-
         self.backend = backend
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         bert = path / "sentence_bert_config.json"
         config = json.loads(bert.read_text()) if bert.is_file() else {}
-        self.max_seq_length = int(config.get("max_seq_length") or self.tokenizer.model_max_length)
         self.lowercase = bool(config.get("do_lower_case"))
+        self._fast: Any = None
+        self.tokenizer: Any = None
+        if (path / "tokenizer.json").is_file():
+            self._fast, window, self._pad = _fast_tokenizer(path)
+        else:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            window = self.tokenizer.model_max_length
+        self.max_seq_length = int(config.get("max_seq_length") or window)
+        if self._fast is not None:
+            self._fast.enable_truncation(self.max_seq_length)
 
     def _clean(self, texts: Sequence[str]) -> list[str]:
         return [t.strip().lower() if self.lowercase else t.strip() for t in texts]
 
     def lengths(self, texts: Sequence[str]) -> list[int]:
+        if self._fast is not None:
+            self._fast.no_padding()
+            return [len(e.ids) for e in self._fast.encode_batch(self._clean(texts))]
         ids = self.tokenizer(self._clean(texts), truncation=True, max_length=self.max_seq_length)
         return [len(i) for i in ids["input_ids"]]
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        if self._fast is not None:
+            self._fast.enable_padding(pad_id=self._pad[0], pad_token=self._pad[1])
+            encodings = self._fast.encode_batch(self._clean(texts))
+            return {
+                "input_ids": np.array([e.ids for e in encodings], np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], np.int64),
+            }
         return dict(
             self.tokenizer(
                 self._clean(texts),
@@ -444,6 +466,24 @@ class _GraphEncoder(Encoder):
                 return_tensors="np",
             )
         )
+
+
+def _fast_tokenizer(path: Path) -> tuple[Any, int, tuple[int, str]]:
+    """The folder's ``tokenizer.json`` as the ``tokenizers`` library reads it, its window
+    (``model_max_length`` of ``tokenizer_config.json``) and its padding token (id, token), as
+    transformers would set them."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    settings_file = path / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+    pad = settings.get("pad_token") or "[PAD]"
+    pad = pad.get("content", "[PAD]") if isinstance(pad, dict) else str(pad)
+    pad_id = tokenizer.token_to_id(pad)
+    window = int(settings.get("model_max_length") or 512)
+    return tokenizer, window, (pad_id if pad_id is not None else 0, pad)
 
 
 class OnnxEncoder(_GraphEncoder):

@@ -4,6 +4,7 @@ to their token budget, and an export is made once, offline, and gives torch's ve
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -71,3 +72,27 @@ def test_int8_calibration_texts_are_the_sample_corpus_chunks_in_a_fixed_order():
     documents = [p.read_text(errors="replace") for p in files]
     assert all(any(t in d for d in documents if d) for t in texts)
     assert len({len(t) // 200 for t in texts}) >= 3  # short and long chunks both
+
+
+def test_graph_tokenizing_gives_transformers_ids_with_or_without_tokenizer_json(tmp_path):
+    from transformers import AutoTokenizer
+
+    path = embedding.model_path()
+    texts = ["  Héllo, WORLD!  ", "short", "a long text " * 300, "naïve café\tdéjà vu"]
+    fast = backends._GraphEncoder(path, backends.parse_backend("openvino"))
+    assert fast._fast is not None  # the folder has a tokenizer.json
+    without = tmp_path / "model"
+    shutil.copytree(path, without)
+    (without / "tokenizer.json").unlink()
+    slow = backends._GraphEncoder(without, backends.parse_backend("openvino"))
+    assert slow._fast is None
+    reference = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    clean = [t.strip().lower() for t in texts]
+    want = reference(clean, padding=True, truncation=True, max_length=256, return_tensors="np")
+    for encoder in (fast, slow):
+        got = encoder.tokenize(texts)
+        assert sorted(got) == sorted(want)
+        for name in want:
+            assert got[name].tolist() == want[name].tolist(), name
+        assert encoder.lengths(texts) == [int(m.sum()) for m in want["attention_mask"]]
+    assert max(fast.lengths(texts)) == 256
