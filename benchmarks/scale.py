@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import corpus as md
+from benchmarks.peers import edit_one_percent
 from benchmarks.pipeline import _SAMPLE_S, Measurement, _tree_rss
 
 ONE_WORKER = ("--direct_num_workers=1", "--direct_running_mode=in_memory")
@@ -66,15 +67,6 @@ def write_corpus(path: Path, n_docs: int, pool_size: int = POOL) -> int:
         doc.write_bytes(data)
         total += len(data)
     return total
-
-
-def edit_one_percent(path: Path) -> int:
-    """Appends a paragraph to every hundredth document; returns how many were edited."""
-    edited = sorted(path.rglob("*.md"))[::100]
-    for i, doc in enumerate(edited):
-        with open(doc, "a", encoding="utf-8") as f:
-            f.write(f"\n\nA paragraph added by edit {i}, so this document changes.\n")
-    return len(edited)
 
 
 def run_cmd(corpus: Path, output: Path, prior: str) -> list[str]:
