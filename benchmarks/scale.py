@@ -39,8 +39,6 @@ from benchmarks.pipeline import _SAMPLE_S, Measurement, _tree_rss
 ONE_WORKER = ("--direct_num_workers=1", "--direct_running_mode=in_memory")
 DEFAULT_SCALES = (10_000, 100_000)
 POOL = 2_000
-# The ceiling for a million documents.
-RSS_GOAL_BYTES = 4 * 10**9
 _PARAGRAPH_HEAD = re.compile(r"(?m)^(?=[A-Z])")
 
 
