@@ -1,42 +1,55 @@
-"""Listing and reading documents across stores: local disk, GCS, S3 and any fsspec protocol.
+"""Globs, shards and listing rules: what a pattern means on every store, how its listing is
+split into work done in parallel, and what the listing leaves out.
 
-Each store reports a version of an object from its listing alone (a GCS generation, an S3
-ETag and size, else size and modification time), and a read is pinned to it where the store
-allows. A listing yields ``SourceFile`` (to read), ``Skipped`` (left out on purpose) and
-``ListingError`` (a folder that could not be listed), and never raises for one bad folder or
-name. The rules per store, the globs and the sharding: the "Listing and reading" section of
-docs/design.md.
+Every location is a store of ``chunkmill.stores`` (``for_uri`` picks it by scheme); this
+module lists and reads through that interface only. A listing yields ``SourceFile`` (to
+read), ``Skipped`` (left out on purpose) and ``ListingError`` (a folder that could not be
+listed), and never raises for one bad folder or name. The rules per store, the globs and the
+sharding: the "Listing and reading" section of docs/design.md.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import stores
-from chunkmill.items import Listed, ListingError, Skipped, SourceFile, SourceVersion, source_version
+from chunkmill.items import Listed, Skipped, SourceFile
 from chunkmill.stores import (
-    LinkTargetMissing,
-    NotRegularFile,
+    BAD_NAME,
+    LIST_FAILED,
+    NOT_REGULAR,
+    SYMLINK_OUTSIDE_INPUT,
+    Glob,
     ObjectStore,
-    SourceChanged,
     SourceTooLarge,
-    SourceVanished,
-    first_line,
+    SymlinkOutsideInput,
+    display_name,
+    is_directory_marker,
+    list_failed,
+    scheme,
+    screened,
+    split_bucket,
 )
+from chunkmill.stores.fsspec_store import FsspecStore, fsspec_version
+from chunkmill.stores.gcs import use_anonymous_gcs_for_emulator
 
-GCS = "gs"
-S3 = "s3"
-# Schemes left to Beam's own FileSystems (besides local paths): listing gives size+mtime.
-_BEAM_SCHEMES = frozenset({"hdfs", "azfs"})
+__all__ = [  # besides what is defined here, names other modules reach through this one
+    "BAD_NAME",
+    "LIST_FAILED",
+    "NOT_REGULAR",
+    "SYMLINK_OUTSIDE_INPUT",
+    "SymlinkOutsideInput",
+    "display_name",
+    "fsspec_version",
+    "is_directory_marker",
+    "scheme",
+    "split_bucket",
+    "use_anonymous_gcs_for_emulator",
+]
+
 _GLOB_CHARS = "*?["
 # Schemes whose URLs carry a query: a "?" there starts it, and is never a wildcard.
 _LITERAL_QUERY_SCHEMES = frozenset({"http", "https"})
@@ -46,19 +59,18 @@ _LITERAL_QUERY_SCHEMES = frozenset({"http", "https"})
 VANISHED = "vanished"  # listed, then deleted before it was read
 CHANGED = "changed"  # listed, then overwritten before it was read; read again next run
 LINK_TARGET_MISSING = "link_target_missing"  # a symlink whose target does not exist (now)
-NOT_REGULAR = "not_regular_file"  # a FIFO, device or socket where a file was listed
 TOO_LARGE = "too_large"  # more bytes than --max-document-bytes
+# NOT_REGULAR (chunkmill.stores): a FIFO, device or socket where a file was listed.
 
-# errors/ reason codes of the list stage.
-LIST_FAILED = "list_failed"  # a folder or prefix could not be listed: its documents are kept
-BAD_NAME = "bad_name"  # a local file name that is not valid UTF-8: it cannot be recorded
+# errors/ reason codes of the list stage (chunkmill.stores, where the listings give them):
+# LIST_FAILED, a folder or prefix that could not be listed (its documents are kept);
+# BAD_NAME, a local file name that is not valid UTF-8 (it cannot be recorded).
 
 # Skipped reasons: found by the listing, left out on purpose, never read (not failures).
 UNSUPPORTED_FORMAT = "unsupported_format"  # see NOT_TEXT
 EXCLUDED = "excluded"  # matched an --exclude pattern
-SYMLINK_OUTSIDE_INPUT = "symlink_outside_input"  # see ListingRules.follow_symlinks
-# NOT_REGULAR as a skip reason too: a FIFO, device or socket seen by the listing is never
-# opened (reading a FIFO blocks until a writer comes, a device may never end).
+# SYMLINK_OUTSIDE_INPUT: see ListingRules.follow_symlinks. NOT_REGULAR as a skip reason too:
+# a FIFO, device or socket seen by the listing is never opened.
 
 
 def _extensions(names: str) -> frozenset[str]:
@@ -126,40 +138,18 @@ class Shard:
     billing_project: str | None = None  # requester-pays buckets: the project billed
 
 
-def scheme(uri: str) -> str:
-    """``gs``, ``s3``, ... or ``""`` for a local path."""
-    head, sep, _ = uri.partition("://")
-    return head.lower() if sep else ""
-
-
 def kind(uri: str) -> str:
-    """How ``uri`` is listed and read: ``object`` (a bucket store of ``chunkmill.stores``:
-    GCS, S3), ``beam`` (local disk and the other stores Beam's FileSystems own) or
-    ``fsspec`` (any other protocol)."""
-    s = scheme(uri)
-    if s in stores.schemes():
+    """How ``uri`` is listed: ``object`` (a bucket store, listed by prefix and sharded),
+    ``fsspec`` (an fsspec protocol) or ``beam`` (local disk and Beam's FileSystems)."""
+    store = stores.for_uri(uri)
+    if store.sharded:
         return "object"
-    if s in ("", "file") or s in _BEAM_SCHEMES:
-        return "beam"
-    return "fsspec"
+    return "fsspec" if isinstance(store, FsspecStore) else "beam"
 
 
 def object_store(uri: str, billing_project: str | None = None) -> ObjectStore:
-    """The store of an ``object`` URI."""
-    if scheme(uri) == GCS:
-        # Beam's GcsIO in this (worker) process, which writes the tables, connects to an
-        # emulator anonymously too.
-        use_anonymous_gcs_for_emulator()
-    return stores.object_store(scheme(uri), billing_project)
-
-
-def split_bucket(uri: str) -> tuple[str, str]:
-    """``gs://bucket/key`` → ``("bucket", "key")``."""
-    rest = uri.partition("://")[2]
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise ValueError(f"{uri!r} names no bucket")
-    return bucket, key
+    """The store of ``uri`` (``chunkmill.stores.for_uri``)."""
+    return stores.for_uri(uri, billing_project)
 
 
 def bucket_url(uri: str) -> str:
@@ -255,13 +245,17 @@ def _matcher(key_pattern: str) -> re.Pattern[str]:
     return re.compile(glob_regex(key_pattern))
 
 
+def glob(pattern: str) -> Glob:
+    """``pattern`` as a walking store reads it (``chunkmill.stores.Glob``)."""
+    return Glob(pattern, pattern_root(pattern), has_glob(pattern), _matcher(pattern), glob)
+
+
 def folder_pattern(pattern: str) -> str:
     """A pattern naming a folder means everything under it: ``book/`` (any store) and a local
     folder ``book`` become ``book/**``; any other pattern is returned as it is."""
     if pattern.endswith("/"):
         return pattern + "**"
-    local = kind(pattern) == "beam" and scheme(pattern) == ""
-    if local and not has_glob(pattern) and os.path.isdir(pattern):
+    if not has_glob(pattern) and stores.for_uri(pattern).is_folder(pattern):
         return pattern + "/**"
     return pattern
 
@@ -306,7 +300,7 @@ class ListingRules:
         prefixes: list[str] = []
         if self.output:
             prefixes.append(self.output.rstrip("/") + "/")
-            if scheme(self.output) == "":
+            if stores.is_local(self.output):
                 prefixes.append(os.path.realpath(self.output).rstrip("/") + "/")
         object.__setattr__(self, "_output", tuple(dict.fromkeys(prefixes)))
 
@@ -327,31 +321,6 @@ class ListingRules:
 DEFAULT_RULES = ListingRules()
 
 
-def is_directory_marker(name: str) -> bool:
-    return name.endswith("/")
-
-
-# ---------------------------------------------------------------------------------------------
-# Clients: one per process and setting, made on first use (workers never unpickle one).
-
-
-def use_anonymous_gcs_for_emulator() -> None:
-    """With ``STORAGE_EMULATOR_HOST`` set, make Beam's GcsIO connect anonymously too.
-
-    Beam otherwise probes for Google credentials (with retries, ~20 s per process) before its
-    first GCS call, which an emulator does not need. Beam caches the outcome of that probe;
-    this fills the cache with "no credentials", which makes GcsIO use an anonymous client.
-    Does nothing without an emulator.
-    """
-    if not os.environ.get("STORAGE_EMULATOR_HOST"):
-        return
-    from apache_beam.internal.gcp import auth
-
-    with auth._Credentials._credentials_lock:
-        auth._Credentials._credentials = None
-        auth._Credentials._credentials_init = True
-
-
 # ---------------------------------------------------------------------------------------------
 # Listing
 
@@ -361,16 +330,17 @@ def plan(
 ) -> Iterator[Shard | Listed]:
     """Splits the listing of ``pattern`` into work that can be done in parallel.
 
-    For an object store, one delimiter listing of the pattern's fixed prefix gives the
-    objects directly under it (yielded already listed and judged by ``rules``) and its
+    For a sharded (bucket) store, one delimiter listing of the pattern's fixed prefix gives
+    the objects directly under it (yielded already listed and judged by ``rules``) and its
     sub-prefixes (yielded as one ``Shard`` each, when the pattern can match below them).
     Elsewhere the pattern is one shard. ``list_shard`` turns each item into listed objects.
-    A pattern naming a folder means everything under it (``folder_pattern``); an object-store
-    key without a wildcard names that object or, if it is a folder, everything under it.
+    A pattern naming a folder means everything under it (``folder_pattern``); a bucket key
+    without a wildcard names that object or, if it is a folder, everything under it.
     A listing that fails is a ``ListingError`` naming the prefix, never an exception.
     """
     pattern = folder_pattern(pattern)
-    if kind(pattern) != "object":
+    store = stores.for_uri(pattern, billing_project)
+    if not store.sharded:
         yield Shard(pattern, billing_project=billing_project)
         return
     bucket, key = split_bucket(pattern)
@@ -383,8 +353,6 @@ def plan(
     rest = key[prefix.rfind("/") + 1 :]
     descend = "/" in rest or "**" in rest  # e.g. not docs/*.md: nothing below can match
     match = _matcher(key).fullmatch
-    store = object_store(pattern, billing_project)
-    root = pattern_root(pattern)
     found: list[SourceFile] = []
     try:
         # The delimiter listing groups names under the fixed prefix by their next "/".
@@ -396,8 +364,8 @@ def plan(
                 name, size, version = entry
                 found.append(SourceFile(f"{scheme(pattern)}://{bucket}/{name}", size, version))
     except Exception as e:
-        yield _list_failed(f"{scheme(pattern)}://{bucket}/{prefix[: prefix.rfind('/') + 1]}", e)
-    yield from _screened(found, root, rules)
+        yield list_failed(f"{scheme(pattern)}://{bucket}/{prefix[: prefix.rfind('/') + 1]}", e)
+    yield from screened(found, pattern_root(pattern), rules)
 
 
 def list_shard(item: Shard | Listed, rules: ListingRules = DEFAULT_RULES) -> Iterator[Listed]:
@@ -409,17 +377,13 @@ def list_shard(item: Shard | Listed, rules: ListingRules = DEFAULT_RULES) -> Ite
         yield item
         return
     shard = item
-    k = kind(shard.pattern)
-    if k == "beam":
-        yield from _list_beam(shard.pattern, rules)
-        return
-    if k == "fsspec":
-        yield from _list_fsspec(shard.pattern, rules)
+    store = stores.for_uri(shard.pattern, shard.billing_project)
+    if not store.sharded:
+        yield from store.walk(glob(shard.pattern), rules)
         return
     bucket, key = split_bucket(shard.pattern)
     match = _matcher(key).fullmatch
     prefix = shard.prefix or ""
-    store = object_store(shard.pattern, shard.billing_project)
     found: list[SourceFile] = []
     try:
         for name, size, version in store.list_prefix(bucket, prefix, shard.recursive):
@@ -428,55 +392,21 @@ def list_shard(item: Shard | Listed, rules: ListingRules = DEFAULT_RULES) -> Ite
                     SourceFile(f"{scheme(shard.pattern)}://{bucket}/{name}", size, version)
                 )
     except Exception as e:
-        yield _list_failed(f"{scheme(shard.pattern)}://{bucket}/{prefix}", e)
-    yield from _screened(found, pattern_root(shard.pattern), rules)
-
-
-def _screened(
-    files: Iterable[SourceFile], root: str, rules: ListingRules
-) -> Iterator[SourceFile | Skipped]:
-    for f in files:
-        if rules.in_output(f.uri):
-            continue
-        reason = rules.screen(f.uri[len(root) :])
-        yield f if reason is None else Skipped(f.uri, reason)
-
-
-def _list_failed(prefix: str, e: BaseException) -> ListingError:
-    detail = first_line(str(e))
-    return ListingError(display_name(prefix), LIST_FAILED, f"{type(e).__name__}: {detail}"[:1000])
+        yield list_failed(f"{scheme(shard.pattern)}://{bucket}/{prefix}", e)
+    yield from screened(found, pattern_root(shard.pattern), rules)
 
 
 def has_match(pattern: str, billing_project: str | None = None) -> bool:
     """Whether ``pattern`` matches at least one object, a skipped one included (stops at the
     first)."""
-    if kind(pattern) == "beam" and scheme(pattern) != "":
-        try:
-            return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
-        except Exception:  # Beam raises for a pattern whose directory does not exist
-            return False
+    quick = stores.for_uri(pattern, billing_project).matches(pattern)
+    if quick is not None:
+        return quick
     return any(
         isinstance(listed, SourceFile | Skipped)
         for item in plan(pattern, billing_project)
         for listed in list_shard(item)
     )
-
-
-def _list_beam(pattern: str, rules: ListingRules) -> Iterator[Listed]:
-    if scheme(pattern) == "":
-        yield from _list_local(pattern, rules)
-        return
-    try:
-        results = FileSystems.match([pattern])
-    except Exception as e:
-        yield _list_failed(pattern_root(pattern), e)
-        return
-    found = []
-    for result in results:
-        for m in result.metadata_list:
-            size = int(m.size_in_bytes)
-            found.append(SourceFile(m.path, size, source_version(size, m.last_updated_in_seconds)))
-    yield from _screened(found, pattern_root(pattern), rules)
 
 
 def local_roots(patterns: Iterable[str]) -> tuple[str, ...]:
@@ -485,150 +415,13 @@ def local_roots(patterns: Iterable[str]) -> tuple[str, ...]:
     roots = []
     for p in patterns:
         p = folder_pattern(p)
-        if kind(p) == "beam" and scheme(p) == "":
+        if stores.is_local(p):
             roots.append(os.path.realpath(pattern_root(p) or "."))
     return tuple(sorted(set(roots)))
 
 
-def display_name(path: str) -> str:
-    """``path`` as valid UTF-8 text: bytes a local file name holds that are not UTF-8 (which
-    ``os`` hands over as lone surrogates, and Arrow refuses) shown as ``\\xNN``."""
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _list_local(pattern: str, rules: ListingRules) -> Iterator[Listed]:
-    """A local glob: a walk from the pattern's root, matched by ``glob_regex``.
-
-    Only regular files are listed: a FIFO, device or socket is ``Skipped`` (``lstat``, never
-    opened). A symlink to a file is followed when its target lies under the pattern's root
-    (or with ``rules.follow_symlinks``), else skipped; a symlink whose target is missing is
-    listed (its read fails with ``link_target_missing`` and its prior rows are kept); folders
-    behind symlinks are not descended. A folder that cannot be listed is a ``ListingError``;
-    a file that cannot be examined is listed, so its read says why and nothing is removed.
-    """
-    root = pattern_root(pattern)
-    real_root = os.path.realpath(root or ".").rstrip("/") + "/"
-    if not has_glob(pattern):
-        real_dir = os.path.realpath(os.path.dirname(pattern) or ".")
-        yield from _local_entry(pattern, real_dir, real_root, root, rules)
-        return
-    match = re.compile(glob_regex(pattern)).fullmatch
-    failed: list[OSError] = []
-    for dirpath, dirnames, names in os.walk(root.rstrip("/") or "/", onerror=failed.append):
-        yield from _walk_failures(failed)
-        dirnames.sort()
-        real_dir = os.path.realpath(dirpath)
-        for name in sorted(names):
-            path = os.path.join(dirpath, name)
-            if match(path):
-                yield from _local_entry(path, real_dir, real_root, root, rules)
-    yield from _walk_failures(failed)
-
-
-def _walk_failures(failed: list[OSError]) -> Iterator[ListingError]:
-    for e in failed:
-        yield _list_failed(str(e.filename), e)
-    failed.clear()
-
-
-def _local_entry(
-    path: str, real_dir: str, real_root: str, root: str, rules: ListingRules
-) -> Iterator[Listed]:
-    if rules.in_output(path):
-        return
-    shown = display_name(path)
-    reason = rules.screen(path[len(root) :])
-    if reason is not None:
-        yield Skipped(shown, reason)
-        return
-    if shown != path:
-        yield ListingError(
-            shown, BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
-        )
-        return
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:  # gone since the walk saw it
-        return
-    except OSError:
-        yield SourceFile(path, 0, None)
-        return
-    if stat.S_ISLNK(st.st_mode):
-        real = os.path.realpath(path)
-        try:
-            st = os.stat(path)
-        except OSError:  # dangling (or unreadable): the read says which
-            yield SourceFile(path, 0, None)
-            return
-        if stat.S_ISDIR(st.st_mode):
-            return  # folders behind symlinks are not descended
-        if not rules.follow_symlinks and not real.startswith(real_root):
-            yield Skipped(path, SYMLINK_OUTSIDE_INPUT)
-            return
-    else:
-        real = os.path.join(real_dir, os.path.basename(path))
-    if rules.in_output(real):
-        return
-    if not stat.S_ISREG(st.st_mode):
-        yield Skipped(path, NOT_REGULAR)
-        return
-    yield SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
-
-
-def _fsspec_fs(uri: str) -> tuple[Any, str]:
-    import fsspec
-
-    return fsspec.core.url_to_fs(uri)
-
-
-def fsspec_version(info: dict[str, Any]) -> str | None:
-    """The best version an fsspec listing entry offers: generation, else ETag and size, else
-    size and modification time; None when it has none of them."""
-    size = int(info.get("size") or 0)
-    if info.get("generation"):
-        return str(SourceVersion.gcs(info["generation"]))
-    etag = info.get("ETag") or info.get("etag")
-    if etag:
-        return str(SourceVersion.s3(str(etag), size))
-    mtime: Any = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-    if hasattr(mtime, "timestamp"):  # a datetime (s3fs, adlfs)
-        mtime = mtime.timestamp()
-    if isinstance(mtime, int | float):
-        return source_version(size, float(mtime))
-    return None
-
-
-def _list_fsspec(pattern: str, rules: ListingRules) -> Iterator[Listed]:
-    """An fsspec glob: a recursive listing of the pattern's root, matched by ``glob_regex``
-    (fsspec's own glob reads ``**`` its own way)."""
-    try:
-        fs, path = _fsspec_fs(pattern)
-        if not has_glob(path) and fs.isdir(path):
-            path = path.rstrip("/") + "/**"
-        if has_glob(path):
-            match = re.compile(glob_regex(path)).fullmatch
-            base = pattern_root(path).rstrip("/")
-            found = {n: i for n, i in fs.find(base, detail=True).items() if match(n)}
-        else:
-            found = {path: fs.info(path)} if fs.exists(path) else {}
-    except Exception as e:
-        yield _list_failed(pattern_root(pattern), e)
-        return
-    files = []
-    for name, info in sorted(found.items()):
-        if info.get("type", "file") != "file" or is_directory_marker(name):
-            continue
-        size = int(info.get("size") or 0)
-        files.append(SourceFile(fs.unstrip_protocol(name), size, fsspec_version(info)))
-    yield from _screened(files, fs.unstrip_protocol(pattern_root(path)), rules)
-
-
 # ---------------------------------------------------------------------------------------------
-# Reading
+# Reading, checking and claiming: the store of the URI's, with the byte limit enforced alike.
 
 
 def read_object(
@@ -640,7 +433,7 @@ def read_object(
     within: tuple[str, ...] | None = None,
 ) -> bytes:
     """All bytes of the object at ``uri``, as of the listed ``version`` where the store can pin
-    it (see the module docstring).
+    it (``ObjectStore.read``).
 
     Raises ``SourceVanished`` when the object is gone and ``SourceChanged`` when it is no
     longer the listed version; ``SourceTooLarge`` when it holds more than ``max_bytes`` (at
@@ -651,102 +444,13 @@ def read_object(
     errors (permission, network after retries) propagate. Compression is never inferred from
     the name: a ``.gz`` document is bytes to extract.
     """
-    k = kind(uri)
-    if k == "object":
-        bucket, key = split_bucket(uri)
-        data = object_store(uri, billing_project).read(bucket, key, version, max_bytes)
-    elif k == "fsspec":
-        data = _read_fsspec(uri, version, max_bytes)
-    elif scheme(uri) == "":
-        data = _read_local(uri, max_bytes, within)
-    else:
-        try:
-            with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                data = f.read() if max_bytes is None else f.read(max_bytes + 1)
-        except Exception:
-            if not FileSystems.exists(uri):
-                raise SourceVanished(f"{uri} no longer exists") from None
-            raise
+    data = stores.for_uri(uri, billing_project, within).read(uri, version, max_bytes)
     if max_bytes is not None and len(data) > max_bytes:
         raise SourceTooLarge(
             f"more than {max_bytes} bytes, over the --max-document-bytes limit "
             "(the listing said less)"
         )
     return data
-
-
-class SymlinkOutsideInput(OSError):
-    """A symlink whose target lies outside the input, met when reading."""
-
-
-def _open_local(path: str, within: tuple[str, ...] | None) -> int:
-    """A descriptor of ``path`` opened for reading. Without ``within`` symlinks are followed
-    (the listing vetted them). With it, the last component is opened with O_NOFOLLOW; a
-    symlink there is resolved and opened only when its target lies under one of ``within``."""
-    if within is None:
-        return os.open(path, _OPEN_FLAGS)
-    try:
-        return os.open(path, _OPEN_FLAGS | _NOFOLLOW)
-    except OSError as e:
-        if e.errno != errno.ELOOP or not os.path.islink(path):
-            raise
-    real = os.path.realpath(path)
-    if not any(real.startswith(root.rstrip("/") + "/") for root in within):
-        raise SymlinkOutsideInput(
-            f"{display_name(path)} is a symlink to {display_name(real)}, outside the input"
-        )
-    return os.open(real, _OPEN_FLAGS | _NOFOLLOW)
-
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
-# O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of
-# waiting for a writer (fstat then refuses it); regular files ignore the flag.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _read_local(path: str, max_bytes: int | None, within: tuple[str, ...] | None) -> bytes:
-    """A local file's bytes: only a regular file is read (checked on the opened descriptor,
-    so nothing swapped in after the check is read), at most ``max_bytes + 1`` of them."""
-    try:
-        fd = _open_local(path, within)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise LinkTargetMissing(
-                f"{display_name(path)} is a symlink to {display_name(os.readlink(path))}, "
-                "which does not exist"
-            ) from None
-        raise SourceVanished(f"{display_name(path)} no longer exists") from None
-    except OSError as e:
-        if e.errno == errno.ENXIO:  # a FIFO without a reader opened for writing; or a socket
-            raise NotRegularFile(f"{display_name(path)} is not a regular file") from None
-        raise
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(f"{display_name(path)} is not a regular file") from None
-        limit = -1 if max_bytes is None else max_bytes + 1
-        chunks, got = [], 0
-        while limit < 0 or got < limit:
-            chunk = f.read(1 << 20 if limit < 0 else min(1 << 20, limit - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-
-
-def _read_fsspec(uri: str, version: str | None, max_bytes: int | None) -> bytes:
-    fs, path = _fsspec_fs(uri)
-    try:
-        data = fs.cat_file(path, start=0, end=None if max_bytes is None else max_bytes + 1)
-    except FileNotFoundError:
-        raise SourceVanished(f"{uri} no longer exists") from None
-    listed = SourceVersion.parse(version)
-    size = None if listed is None else listed.size
-    if size is not None and size != len(data) and not (max_bytes and len(data) > max_bytes):
-        raise SourceChanged(f"{uri} is {len(data)} bytes now, {size} when listed")
-    return bytes(data)
 
 
 class ObjectReader:
@@ -769,25 +473,16 @@ class ObjectReader:
         )
 
 
-# ---------------------------------------------------------------------------------------------
-# Start-up checks
-
-
 def check_bucket(uri: str, billing_project: str | None = None) -> None:
     """Raises ``StoreAccessError`` (one line naming the bucket and what was denied) when the
     bucket of ``uri`` does not exist or cannot be listed; does nothing for other stores."""
-    if kind(uri) == "object":
-        object_store(uri, billing_project).check(split_bucket(uri)[0])
-
-
-# ---------------------------------------------------------------------------------------------
-# Claims: create an object only if no object of that name exists, as one atomic request.
+    stores.for_uri(uri, billing_project).check(uri)
 
 
 def creates_atomically(uri: str) -> bool:
     """Whether ``create_if_absent`` is atomic on the store of ``uri``: local disk, GCS and S3.
     Elsewhere it checks, then writes, and two writers in the same instant can both win."""
-    return scheme(uri) == "" or kind(uri) == "object"
+    return stores.for_uri(uri).atomic_create
 
 
 def create_if_absent(uri: str, data: bytes) -> bool:
@@ -795,24 +490,4 @@ def create_if_absent(uri: str, data: bytes) -> bool:
     created it. Local disk: ``O_CREAT | O_EXCL``; GCS: ``if_generation_match=0``; S3:
     ``If-None-Match: *``. Other stores: an existence check, then a write (not atomic, see
     ``creates_atomically``)."""
-    if scheme(uri) == "":
-        return _create_local(uri, data)
-    if kind(uri) == "object":
-        bucket, key = split_bucket(uri)
-        return object_store(uri).create_if_absent(bucket, key, data)
-    if FileSystems.exists(uri):
-        return False
-    with FileSystems.create(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data)
-    return True
-
-
-def _create_local(path: str, data: bytes) -> bool:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return True
+    return stores.for_uri(uri).create_if_absent(uri, data)

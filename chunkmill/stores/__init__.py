@@ -1,49 +1,80 @@
-"""Object stores behind one interface: the operations chunkmill needs of a bucket (list one
-level, list a prefix, read a pinned version, check it, create an object only if absent),
-with GCS, S3 and an in-memory store the tests use (docs/design.md, "Listing and reading").
-Local disk and fsspec protocols are listed by walking, not by prefix, and are read by
-``chunkmill.transforms.storage``."""
+"""Every location chunkmill lists, reads and claims in, behind one interface
+(``ObjectStore``): GCS, S3 and an in-memory store of buckets and keys, local disk, any fsspec
+protocol and Beam's other FileSystems. ``for_uri`` is the one place a URI's scheme picks its
+store (docs/design.md, "Listing and reading")."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from chunkmill.stores.base import (
+    BAD_NAME,
+    LIST_FAILED,
+    NOT_REGULAR,
+    SYMLINK_OUTSIDE_INPUT,
     Entry,
+    Glob,
     LinkTargetMissing,
     NotRegularFile,
     ObjectStore,
+    Rules,
     SourceChanged,
     SourceTooLarge,
     SourceVanished,
     StoreAccessError,
+    SymlinkOutsideInput,
+    display_name,
     first_line,
+    is_directory_marker,
+    list_failed,
     reset_clients,
+    scheme,
+    screened,
+    split_bucket,
 )
 
 __all__ = [
+    "BAD_NAME",
+    "BEAM_SCHEMES",
+    "LIST_FAILED",
+    "NOT_REGULAR",
+    "SYMLINK_OUTSIDE_INPUT",
     "Entry",
+    "Glob",
     "LinkTargetMissing",
     "NotRegularFile",
     "ObjectStore",
+    "Rules",
     "SourceChanged",
     "SourceTooLarge",
     "SourceVanished",
     "StoreAccessError",
+    "SymlinkOutsideInput",
+    "display_name",
     "first_line",
+    "for_uri",
+    "is_directory_marker",
+    "is_local",
+    "list_failed",
     "object_store",
     "register",
     "reset_clients",
+    "scheme",
     "schemes",
+    "screened",
+    "split_bucket",
     "unregister",
 ]
 
-# scheme -> a factory of the store, given the billing project of requester-pays buckets.
+# Schemes left to Beam's own FileSystems (besides local paths): listing gives size+mtime.
+BEAM_SCHEMES = frozenset({"file", "hdfs", "azfs"})
+
+# scheme -> a factory of the bucket store, given the billing project of requester-pays buckets.
 _FACTORIES: dict[str, Callable[[str | None], ObjectStore]] = {}
 
 
 def register(scheme: str, factory: Callable[[str | None], ObjectStore]) -> None:
-    """Makes ``scheme://bucket/key`` URIs an object store's (``MemoryStore`` in tests)."""
+    """Makes ``scheme://bucket/key`` URIs a bucket store's (``MemoryStore`` in tests)."""
     _FACTORIES[scheme] = factory
 
 
@@ -52,13 +83,41 @@ def unregister(scheme: str) -> None:
 
 
 def schemes() -> frozenset[str]:
-    """The URI schemes listed and read as object stores."""
+    """The URI schemes of bucket stores (listed by prefix, sharded)."""
     return frozenset(_FACTORIES)
 
 
 def object_store(scheme: str, billing_project: str | None = None) -> ObjectStore:
-    """The store of ``scheme://`` URIs (``KeyError`` for a scheme of no object store)."""
+    """The bucket store of ``scheme://`` URIs (``KeyError`` for a scheme of none)."""
     return _FACTORIES[scheme](billing_project)
+
+
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is a path on local disk (no scheme)."""
+    return scheme(uri) == ""
+
+
+def for_uri(
+    uri: str, billing_project: str | None = None, within: tuple[str, ...] | None = None
+) -> ObjectStore:
+    """The store of ``uri``: a registered bucket store (``gs``, ``s3``, ...); local disk for a
+    path; Beam's FileSystems for ``file``, ``hdfs`` and ``azfs``; fsspec for any other
+    scheme. ``billing_project``: the project billed by requester-pays buckets; ``within``:
+    where a local symlink met when reading may lead (``LocalStore``)."""
+    s = scheme(uri)
+    if s in _FACTORIES:
+        return _FACTORIES[s](billing_project)
+    if s == "":
+        from chunkmill.stores.local import LocalStore
+
+        return LocalStore(within)
+    if s in BEAM_SCHEMES:
+        from chunkmill.stores.beamfs import BeamStore
+
+        return BeamStore()
+    from chunkmill.stores.fsspec_store import FsspecStore
+
+    return FsspecStore()
 
 
 def _gcs(billing_project: str | None) -> ObjectStore:

@@ -3,17 +3,20 @@ are generations, reads are pinned with ``if_generation_match``, claims use gener
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 from chunkmill.items import SourceVersion
 from chunkmill.stores.base import (
+    BucketStore,
     Entry,
     SourceChanged,
     SourceVanished,
     StoreAccessError,
     client,
     first_line,
+    split_bucket,
 )
 
 
@@ -25,9 +28,29 @@ def _client() -> Any:
     return client("gcs", storage.Client)
 
 
-class GcsStore:
+def use_anonymous_gcs_for_emulator() -> None:
+    """With ``STORAGE_EMULATOR_HOST`` set, make Beam's GcsIO connect anonymously too.
+
+    Beam otherwise probes for Google credentials (with retries, ~20 s per process) before its
+    first GCS call, which an emulator does not need. Beam caches the outcome of that probe;
+    this fills the cache with "no credentials", which makes GcsIO use an anonymous client.
+    Does nothing without an emulator.
+    """
+    if not os.environ.get("STORAGE_EMULATOR_HOST"):
+        return
+    from apache_beam.internal.gcp import auth
+
+    with auth._Credentials._credentials_lock:
+        auth._Credentials._credentials = None
+        auth._Credentials._credentials_init = True
+
+
+class GcsStore(BucketStore):
     def __init__(self, billing_project: str | None = None) -> None:
         self.billing_project = billing_project  # requester-pays buckets: the project billed
+        # Beam's GcsIO in this (worker) process, which writes the tables, connects to an
+        # emulator anonymously too.
+        use_anonymous_gcs_for_emulator()
 
     def _bucket(self, bucket: str) -> Any:
         return _client().bucket(bucket, user_project=self.billing_project)
@@ -46,13 +69,14 @@ class GcsStore:
         for b in blobs:
             yield b.name, int(b.size or 0), str(SourceVersion.gcs(b.generation))
 
-    def read(self, bucket: str, key: str, version: str | None, max_bytes: int | None) -> bytes:
+    def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
         from google.api_core import exceptions
 
+        bucket, key = split_bucket(uri)
         parsed = SourceVersion.parse(version)
         generation = None if parsed is None or parsed.generation is None else int(parsed.generation)
         blob = self._bucket(bucket).blob(key)
-        uri = f"gs://{bucket}/{key}"
+        uri = f"gs://{bucket}/{key}"  # as listed, whatever the case of the scheme given
         try:
             # Retried on 429/5xx by the client's default policy; the precondition makes
             # every chunk of a large download come from the listed generation.
@@ -64,9 +88,10 @@ class GcsStore:
                 f"{uri} was overwritten after generation {generation} was listed"
             ) from None
 
-    def check(self, bucket: str) -> None:
+    def check(self, uri: str) -> None:
         from google.api_core import exceptions
 
+        bucket = split_bucket(uri)[0]
         name = f"gs://{bucket}"
         try:
             next(iter(self._bucket(bucket).list_blobs(max_results=1)), None)
@@ -78,9 +103,10 @@ class GcsStore:
                 f"{first_line(e.message)}"
             ) from None
 
-    def create_if_absent(self, bucket: str, key: str, data: bytes) -> bool:
+    def create_if_absent(self, uri: str, data: bytes) -> bool:
         from google.api_core import exceptions
 
+        bucket, key = split_bucket(uri)
         blob = _client().bucket(bucket).blob(key)
         try:
             # Generation 0 means "no live object": GCS refuses the upload if one exists.

@@ -8,10 +8,17 @@ import threading
 from collections.abc import Iterator
 
 from chunkmill.items import SourceVersion
-from chunkmill.stores.base import Entry, SourceChanged, SourceVanished, StoreAccessError
+from chunkmill.stores.base import (
+    BucketStore,
+    Entry,
+    SourceChanged,
+    SourceVanished,
+    StoreAccessError,
+    split_bucket,
+)
 
 
-class MemoryStore:
+class MemoryStore(BucketStore):
     def __init__(self) -> None:
         self.buckets: dict[str, dict[str, tuple[bytes, int]]] = {}
         self.failing: set[tuple[str, str]] = set()  # (bucket, prefix) whose listing fails
@@ -60,8 +67,8 @@ class MemoryStore:
             if recursive or "/" not in key[len(prefix) :]:
                 yield key, len(data), str(SourceVersion.gcs(generation))
 
-    def read(self, bucket: str, key: str, version: str | None, max_bytes: int | None) -> bytes:
-        uri = f"mem://{bucket}/{key}"
+    def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
+        bucket, key = split_bucket(uri)
         found = self.buckets.get(bucket, {}).get(key)
         if found is None:
             raise SourceVanished(f"{uri} no longer exists")
@@ -71,11 +78,13 @@ class MemoryStore:
             raise SourceChanged(f"{uri} was overwritten after generation {listed.generation}")
         return data if max_bytes is None else data[: max_bytes + 1]
 
-    def check(self, bucket: str) -> None:
+    def check(self, uri: str) -> None:
+        bucket = split_bucket(uri)[0]
         if bucket not in self.buckets:
             raise StoreAccessError(f"bucket mem://{bucket} does not exist")
 
-    def create_if_absent(self, bucket: str, key: str, data: bytes) -> bool:
+    def create_if_absent(self, uri: str, data: bytes) -> bool:
+        bucket, key = split_bucket(uri)
         with self._lock:
             if key in self.buckets.get(bucket, {}):
                 return False

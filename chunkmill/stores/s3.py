@@ -7,7 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from chunkmill.items import SourceVersion
-from chunkmill.stores.base import Entry, SourceChanged, SourceVanished, StoreAccessError, client
+from chunkmill.stores.base import (
+    BucketStore,
+    Entry,
+    SourceChanged,
+    SourceVanished,
+    StoreAccessError,
+    client,
+    split_bucket,
+)
 
 # botocore's "standard" mode retries throttling (429, SlowDown) and 5xx with exponential
 # backoff and jitter; ten attempts ride out a few seconds of throttling.
@@ -32,7 +40,7 @@ def _entry(o: dict[str, Any]) -> tuple[str, int, str]:
     return o["Key"], size, str(SourceVersion.s3(o["ETag"], size))
 
 
-class S3Store:
+class S3Store(BucketStore):
     def __init__(self, billing_project: str | None = None) -> None:
         # S3 bills the requester's own account; the flag only says "I agree to pay".
         self._payer = {"RequestPayer": "requester"} if billing_project else {}
@@ -57,15 +65,16 @@ class S3Store:
             for o in page.get("Contents", []):
                 yield _entry(o)
 
-    def read(self, bucket: str, key: str, version: str | None, max_bytes: int | None) -> bytes:
+    def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
         from botocore.exceptions import ClientError
 
+        bucket, key = split_bucket(uri)
         parsed = SourceVersion.parse(version)
         etag = None if parsed is None else parsed.etag
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, **self._payer}
         if etag:
             kwargs["IfMatch"] = f'"{etag}"'
-        uri = f"s3://{bucket}/{key}"
+        uri = f"s3://{bucket}/{key}"  # as listed, whatever the case of the scheme given
         try:
             body = _client().get_object(**kwargs)["Body"]
             try:
@@ -80,9 +89,10 @@ class S3Store:
                 raise SourceChanged(f"{uri} was overwritten after ETag {etag} was listed") from None
             raise
 
-    def check(self, bucket: str) -> None:
+    def check(self, uri: str) -> None:
         from botocore.exceptions import ClientError
 
+        bucket = split_bucket(uri)[0]
         name = f"s3://{bucket}"
         try:
             _client().head_bucket(Bucket=bucket)
@@ -96,9 +106,10 @@ class S3Store:
                 ) from None
             raise
 
-    def create_if_absent(self, bucket: str, key: str, data: bytes) -> bool:
+    def create_if_absent(self, uri: str, data: bytes) -> bool:
         from botocore.exceptions import ClientError
 
+        bucket, key = split_bucket(uri)
         try:
             _client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
         except ClientError as e:

@@ -1,0 +1,181 @@
+"""Local disk: a pattern is walked from its root; only regular files are listed and opened,
+symlinks are kept inside the input, and a claim is ``O_CREAT | O_EXCL``. Versions are size
+and modification time."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+
+from chunkmill.items import Listed, ListingError, Skipped, SourceFile, source_version
+from chunkmill.stores.base import (
+    BAD_NAME,
+    NOT_REGULAR,
+    SYMLINK_OUTSIDE_INPUT,
+    Glob,
+    LinkTargetMissing,
+    NotRegularFile,
+    Rules,
+    SourceVanished,
+    SymlinkOutsideInput,
+    WalkedStore,
+    display_name,
+    list_failed,
+)
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+# O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of
+# waiting for a writer (fstat then refuses it); regular files ignore the flag.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class LocalStore(WalkedStore):
+    """Paths without a scheme. ``within`` (real folder paths): where a symlink met when
+    reading may lead; None: symlinks are followed (the listing vetted them)."""
+
+    atomic_create = True
+
+    def __init__(self, within: tuple[str, ...] | None = None) -> None:
+        self.within = within
+
+    def is_folder(self, uri: str) -> bool:
+        return os.path.isdir(uri)
+
+    def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed]:
+        """A walk from the pattern's root, matched by the glob.
+
+        Only regular files are listed: a FIFO, device or socket is ``Skipped`` (``lstat``,
+        never opened). A symlink to a file is followed when its target lies under the
+        pattern's root (or with ``rules.follow_symlinks``), else skipped; a symlink whose
+        target is missing is listed (its read fails with ``link_target_missing`` and its prior
+        rows are kept); folders behind symlinks are not descended. A folder that cannot be
+        listed is a ``ListingError``; a file that cannot be examined is listed, so its read
+        says why and nothing is removed.
+        """
+        root = glob.root
+        real_root = os.path.realpath(root or ".").rstrip("/") + "/"
+        if not glob.wildcard:
+            real_dir = os.path.realpath(os.path.dirname(glob.pattern) or ".")
+            yield from _entry(glob.pattern, real_dir, real_root, root, rules)
+            return
+        failed: list[OSError] = []
+        for dirpath, dirnames, names in os.walk(root.rstrip("/") or "/", onerror=failed.append):
+            yield from _walk_failures(failed)
+            dirnames.sort()
+            real_dir = os.path.realpath(dirpath)
+            for name in sorted(names):
+                path = os.path.join(dirpath, name)
+                if glob.match(path):
+                    yield from _entry(path, real_dir, real_root, root, rules)
+        yield from _walk_failures(failed)
+
+    def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
+        """A local file's bytes: only a regular file is read (checked on the opened
+        descriptor, so nothing swapped in after the check is read), at most ``max_bytes + 1``
+        of them. ``LinkTargetMissing`` for a dangling symlink, ``NotRegularFile`` for anything
+        but a file, ``SymlinkOutsideInput`` for a symlink leading out of ``within``."""
+        try:
+            fd = self._open(uri)
+        except FileNotFoundError:
+            if os.path.islink(uri):
+                raise LinkTargetMissing(
+                    f"{display_name(uri)} is a symlink to {display_name(os.readlink(uri))}, "
+                    "which does not exist"
+                ) from None
+            raise SourceVanished(f"{display_name(uri)} no longer exists") from None
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # a FIFO without a reader opened for writing; a socket
+                raise NotRegularFile(f"{display_name(uri)} is not a regular file") from None
+            raise
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise NotRegularFile(f"{display_name(uri)} is not a regular file") from None
+            limit = -1 if max_bytes is None else max_bytes + 1
+            chunks, got = [], 0
+            while limit < 0 or got < limit:
+                chunk = f.read(1 << 20 if limit < 0 else min(1 << 20, limit - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            return b"".join(chunks)
+
+    def _open(self, path: str) -> int:
+        """A descriptor of ``path`` opened for reading. Without ``within`` symlinks are
+        followed. With it, the last component is opened with O_NOFOLLOW; a symlink there is
+        resolved and opened only when its target lies under one of ``within``."""
+        if self.within is None:
+            return os.open(path, _OPEN_FLAGS)
+        try:
+            return os.open(path, _OPEN_FLAGS | _NOFOLLOW)
+        except OSError as e:
+            if e.errno != errno.ELOOP or not os.path.islink(path):
+                raise
+        real = os.path.realpath(path)
+        if not any(real.startswith(root.rstrip("/") + "/") for root in self.within):
+            raise SymlinkOutsideInput(
+                f"{display_name(path)} is a symlink to {display_name(real)}, outside the input"
+            )
+        return os.open(real, _OPEN_FLAGS | _NOFOLLOW)
+
+    def create_if_absent(self, uri: str, data: bytes) -> bool:
+        os.makedirs(os.path.dirname(uri), exist_ok=True)
+        try:
+            fd = os.open(uri, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
+
+
+def _walk_failures(failed: list[OSError]) -> Iterator[ListingError]:
+    for e in failed:
+        yield list_failed(str(e.filename), e)
+    failed.clear()
+
+
+def _entry(path: str, real_dir: str, real_root: str, root: str, rules: Rules) -> Iterator[Listed]:
+    if rules.in_output(path):
+        return
+    shown = display_name(path)
+    reason = rules.screen(path[len(root) :])
+    if reason is not None:
+        yield Skipped(shown, reason)
+        return
+    if shown != path:
+        yield ListingError(
+            shown, BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
+        )
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:  # gone since the walk saw it
+        return
+    except OSError:
+        yield SourceFile(path, 0, None)
+        return
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(path)
+        try:
+            st = os.stat(path)
+        except OSError:  # dangling (or unreadable): the read says which
+            yield SourceFile(path, 0, None)
+            return
+        if stat.S_ISDIR(st.st_mode):
+            return  # folders behind symlinks are not descended
+        if not rules.follow_symlinks and not real.startswith(real_root):
+            yield Skipped(path, SYMLINK_OUTSIDE_INPUT)
+            return
+    else:
+        real = os.path.join(real_dir, os.path.basename(path))
+    if rules.in_output(real):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        yield Skipped(path, NOT_REGULAR)
+        return
+    yield SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
