@@ -23,7 +23,6 @@ from chunkmill.stores import (
     NOT_REGULAR,
     SYMLINK_OUTSIDE_INPUT,
     Glob,
-    ObjectStore,
     SourceTooLarge,
     SymlinkOutsideInput,
     display_name,
@@ -33,7 +32,7 @@ from chunkmill.stores import (
     screened,
     split_bucket,
 )
-from chunkmill.stores.fsspec_store import FsspecStore, fsspec_version
+from chunkmill.stores.fsspec_store import FsspecStore
 from chunkmill.stores.gcs import use_anonymous_gcs_for_emulator
 
 __all__ = [  # besides what is defined here, names other modules reach through this one
@@ -43,7 +42,6 @@ __all__ = [  # besides what is defined here, names other modules reach through t
     "SYMLINK_OUTSIDE_INPUT",
     "SymlinkOutsideInput",
     "display_name",
-    "fsspec_version",
     "is_directory_marker",
     "scheme",
     "split_bucket",
@@ -145,11 +143,6 @@ def kind(uri: str) -> str:
     if store.sharded:
         return "object"
     return "fsspec" if isinstance(store, FsspecStore) else "beam"
-
-
-def object_store(uri: str, billing_project: str | None = None) -> ObjectStore:
-    """The store of ``uri`` (``chunkmill.stores.for_uri``)."""
-    return stores.for_uri(uri, billing_project)
 
 
 def bucket_url(uri: str) -> str:

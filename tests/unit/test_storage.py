@@ -13,6 +13,7 @@ from google.api_core import exceptions as gexc
 from chunkmill import stores
 from chunkmill.items import Skipped, SourceFile
 from chunkmill.stores import gcs
+from chunkmill.stores.fsspec_store import fsspec_version
 from chunkmill.stores.memory import MemoryStore
 from chunkmill.transforms import storage
 from chunkmill.transforms.storage import Shard
@@ -153,7 +154,7 @@ def test_a_missing_bucket_is_a_store_access_error(mem):
     ],
 )
 def test_fsspec_version_takes_the_strongest_the_listing_offers(info, version):
-    assert storage.fsspec_version(info) == version
+    assert fsspec_version(info) == version
 
 
 @pytest.fixture
