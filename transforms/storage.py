@@ -131,7 +131,7 @@ class Shard:
     ``recursive``, else only those directly under it) that match ``pattern``."""
 
     pattern: str
-    prefix: str | None = None  # None: list the pattern as a whole (local disk, fsspec)
+    prefix: str | None = None  # None: the pattern as a whole (a store that is walked)
     recursive: bool = True
     billing_project: str | None = None  # requester-pays buckets: the project billed
 
