@@ -56,11 +56,9 @@ __all__ = [
     "is_directory_marker",
     "is_local",
     "list_failed",
-    "object_store",
     "register",
     "reset_clients",
     "scheme",
-    "schemes",
     "screened",
     "split_bucket",
     "unregister",
@@ -80,16 +78,6 @@ def register(scheme: str, factory: Callable[[str | None], ObjectStore]) -> None:
 
 def unregister(scheme: str) -> None:
     _FACTORIES.pop(scheme, None)
-
-
-def schemes() -> frozenset[str]:
-    """The URI schemes of bucket stores (listed by prefix, sharded)."""
-    return frozenset(_FACTORIES)
-
-
-def object_store(scheme: str, billing_project: str | None = None) -> ObjectStore:
-    """The bucket store of ``scheme://`` URIs (``KeyError`` for a scheme of none)."""
-    return _FACTORIES[scheme](billing_project)
 
 
 def is_local(uri: str) -> bool:
