@@ -127,7 +127,8 @@ class ObjectStore(Protocol):
 
     def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
         """The object's bytes as of ``version`` where the store can pin it (else
-        ``SourceChanged``), at most ``max_bytes + 1``; ``SourceVanished`` when it is gone."""
+        ``SourceChanged``); past ``max_bytes``, enough to tell it holds more (most stores stop
+        at ``max_bytes + 1``); ``SourceVanished`` when it is gone."""
         ...
 
     def check(self, uri: str) -> None:
