@@ -2,10 +2,11 @@
 
 It lists the inputs exactly as ``run`` does, sorts each listed document into unchanged,
 failed before, new or changed with the rules ``run`` uses (``chunkmill.document``), counts
-the prior documents no longer listed as removed, and estimates the tokens to embed. It writes
-nothing, proves the prior manifest as ``run`` does, and reads no document but a sample of a
-format the prior teaches no rate of. How the estimate is made and what it holds in memory:
-the "chunkmill plan" section of docs/design.md.
+the prior documents no longer listed as removed, and estimates the tokens to embed
+(``chunkmill.pipeline.estimate``). It writes nothing, proves the prior manifest as ``run``
+does, and reads no document but a sample of a format the prior teaches no rate of. How the
+estimate is made and what it holds in memory: the "chunkmill plan" section of
+docs/design.md. The command itself: ``chunkmill.pipeline.commands.plan``.
 """
 
 from __future__ import annotations

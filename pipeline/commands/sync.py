@@ -109,7 +109,7 @@ def _guard_flags(parser: Parser, command: str) -> None:
 
 
 def main(argv: Sequence[str], command: str = "sync") -> int:
-    import psycopg  # noqa: F401 - the postgres extra, needed before anything is parsed
+    import psycopg  # noqa: F401 - the postgres extra: without it, this fails first
 
     from chunkmill.pipeline import sync
 
