@@ -1,7 +1,8 @@
 """Every command's ``parse`` reads its command line and nothing else: with every way to reach a
 file system or an object store made to fail, a valid command line of each command still
 parses. What touches storage happens in the command's ``main``, before the work
-(``chunkmill.pipeline.preflight``), and still says what is wrong in one line."""
+(``chunkmill.pipeline.preflight``), and still says what is wrong in one line. (A ``--config``
+file is flags kept in a file: reading it is reading the command line.)"""
 
 from __future__ import annotations
 
