@@ -73,8 +73,9 @@ def chunkmill_chunks(texts: dict[str, str], spec: str) -> list[EvalChunk]:
     """chunkmill's chunks of each text under ``spec`` (as ``chunkmill eval --compare``)."""
     from chunkmill.api import extract_text
     from chunkmill.pipeline import eval as command
+    from chunkmill.pipeline.commands.eval import spec_config
 
-    config = command.spec_config(spec)
+    config = spec_config(spec)
     documents = [
         command.Document(name, extract_text(text.encode("utf-8"), f"{name}.md"))
         for name, text in texts.items()

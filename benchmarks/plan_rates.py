@@ -1,4 +1,4 @@
-"""The default rates of `chunkmill plan` (pipeline/plan.py DEFAULT_RATES, used when neither
+"""The default rates of `chunkmill plan` (pipeline/estimate.py DEFAULT_RATES, used when neither
 the prior nor a sample prices a format), measured: tokens and chunks per byte of file, per
 format, with the default chunking config, and the share of an edited document's tokens that
 is embedded again (plan prices an edit as one chunk plus its bytes changed; this shows how

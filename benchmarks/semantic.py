@@ -25,7 +25,7 @@ STRATEGIES = ("paragraph", "semantic")
 def measure(texts: Sequence[str], strategy: str, repeat: int) -> tuple[int, float]:
     """Chunks made and the best CPU seconds over ``repeat`` passes over ``texts``."""
     from chunkmill.config import Chunking
-    from chunkmill.pipeline.eval import spec_config
+    from chunkmill.pipeline.commands.eval import spec_config
 
     chunker = Chunking(spec_config(f"{strategy} {MINILM_WINDOW}")).chunker_for("text")
     for text in texts:  # loads the model, compiles regexes

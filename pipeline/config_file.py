@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chunkmill.pipeline.options import UsageError
-from chunkmill.pipeline.usage import beam_parser, did_you_mean, subparser
+from chunkmill.pipeline.usage import beam_parser, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,13 +47,13 @@ def config_path(argv: Sequence[str]) -> str | None:
 def apply(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
     """``argv`` of ``run``/``plan`` (without the command word) with the flags of its
     ``--config`` file put in front of it, except those the command line gives itself.
-    ``parser`` is chunkmill's whole parser. Raises ``UsageError`` naming the file and key."""
+    ``parser`` is ``run``'s (``chunkmill.pipeline.commands.run``). Raises ``UsageError``
+    naming the file and key."""
     path = config_path(argv)
     if path is None:
         return list(argv)
     table = _load(path)
-    run = subparser(parser, "run")
-    flags = {o: a for a in run._actions for o in a.option_strings if o.startswith("--")}
+    flags = {o: a for a in parser._actions for o in a.option_strings if o.startswith("--")}
     given = _given(argv)
     out: list[str] = []
     for key, value in table.items():

@@ -16,44 +16,19 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline import runners
-from chunkmill.pipeline.options import (
-    UsageError,
-    absolute,
-    beam_command_parser,
-    location,
-    parse_beam_command,
-)
+from chunkmill.pipeline.options import UsageError
+
+if TYPE_CHECKING:
+    from chunkmill.pipeline.commands.export import ExportSettings
 
 MARKER = "_EXPORT"
-
-
-@dataclass(frozen=True)
-class ExportSettings:
-    output: str
-    destination: str
-    run_id: str | None
-    beam_args: tuple[str, ...]
-
-
-def parse_export(argv: Sequence[str]) -> ExportSettings:
-    parser = beam_command_parser("export", "Write a run's whole current state, with text.")
-    parser.add_argument(
-        "--to", required=True, type=location, metavar="DESTINATION", help="folder to write to"
-    )
-    args, beam_args = parse_beam_command(parser, argv)
-    output = absolute(args.output).rstrip("/") or "/"
-    destination = absolute(args.to).rstrip("/") or "/"
-    if destination == output or destination.startswith(output + "/runs"):
-        raise UsageError(f"--to {args.to}: inside the runs of --output; choose another folder")
-    return ExportSettings(output, destination, args.run, tuple(beam_args))
 
 
 def _previous(destination: str) -> list[str] | None:
@@ -85,8 +60,8 @@ def _missing_texts(manifest: list[str], chunks: list[str]) -> int:
     return int(pc.sum(pc.invert(pc.is_in(live, value_set=hashes(chunks)))).as_py() or 0)
 
 
-def command(argv: Sequence[str]) -> int:
-    """``chunkmill export``."""
+def export(settings: ExportSettings) -> int:
+    """``chunkmill export`` with its settings parsed (``chunkmill.pipeline.commands.export``)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -95,7 +70,6 @@ def command(argv: Sequence[str]) -> int:
     from chunkmill.transforms import tables
     from chunkmill.transforms.export import ExportState
 
-    settings = parse_export(argv)
     prepare_filesystems(list(settings.beam_args))
     started = time.monotonic()
     state = state_files(settings.output, settings.run_id)

@@ -32,7 +32,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from chunkmill import stores
 from chunkmill.pipeline import graph, runners
-from chunkmill.pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError, build_parser
+from chunkmill.pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError
 from chunkmill.transforms import runstate, tables
 
 # Runners that execute the pipeline inside this process.
@@ -195,8 +195,7 @@ def template_args(argv: Sequence[str]) -> list[str]:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    """The ``chunkmill run`` sub-parser (its actions are the pipeline's own options)."""
-    parser = build_parser()
-    (sub,) = (a for a in parser._actions if a.dest == "command")
-    run: argparse.ArgumentParser = sub.choices["run"]  # type: ignore[index]
-    return run
+    """The ``chunkmill run`` parser (its actions are the pipeline's own options)."""
+    from chunkmill.pipeline.commands import run
+
+    return run.build_parser()

@@ -18,7 +18,7 @@ Footers only are read here; the pages are verified as the run reads them
 what is wrong and how to go on, which ``check_run`` turns into a usage error.
 
 This module holds every check of a command line against storage (``check_run``,
-``finished_run``); ``chunkmill.pipeline.options`` only parses.
+``finished_run``); the commands' ``parse`` (``chunkmill.pipeline.commands``) only parses.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def _short(e: BaseException) -> str:
 
 
 def check_run(settings: RunSettings) -> RunSettings:
-    """``settings`` (parsed, ``options.parse_run_args``) checked against storage, with the
+    """``settings`` (parsed, ``commands.run.parse``) checked against storage, with the
     prior proven: every bucket reachable, every input matching a file, the output writable,
     a given run id free; one line (``UsageError``) naming the flag to change otherwise."""
     prepare_filesystems(settings.beam_args)

@@ -35,9 +35,6 @@ finished: it is listed as ``corrupt _SUCCESS`` and treated as unfinished.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.pipeline.options import RunsSettings, UsageError, parse_runs
-from chunkmill.transforms import lease, lineage, runstate, tables, textstore
+from chunkmill.pipeline.options import UsageError
+from chunkmill.transforms import lineage, runstate, tables, textstore
 
 # The lease of the runs gc at work on an output (chunkmill.transforms.lease).
 GC_LEASE = "_GC"
@@ -345,94 +342,3 @@ def format_list(
     if bad_latest is not None:
         lines.append(bad_latest)
     return "\n".join(lines)
-
-
-def command(argv: Sequence[str]) -> int:
-    """``chunkmill runs list|gc``."""
-    settings = parse_runs(argv)
-    now = time.time()
-    # LATEST first, then the runs and their claims: a run launched meanwhile names as its
-    # prior this LATEST (kept) or a newer one, whose claim the listing then sees.
-    try:
-        latest, bad_latest = runstate.read_latest(settings.output), None
-    except runstate.BadLatest as e:
-        latest, bad_latest = None, str(e)
-    runs = list_runs(settings.output)
-    if settings.command == "list":
-        if not runs:
-            print(f"no runs in {settings.output}")
-            if bad_latest:
-                print(bad_latest)
-            return 0
-        print(format_list(runs, latest, now=now, bad_latest=bad_latest))
-        return 0
-    if bad_latest:  # which runs gc keeps depends on LATEST: nothing is deleted on a guess
-        raise UsageError(bad_latest)
-    if settings.dry_run:
-        return _gc(settings, latest, runs, now)
-    # One gc at a time: another's sweep would delete the files this one's compaction wrote
-    # before LATEST's index names them.
-    path = FileSystems.join(settings.output, GC_LEASE)
-    try:
-        held = lease.take(path, command="runs gc")
-    except lease.Held as e:
-        raise UsageError(
-            f"another runs gc is running on {settings.output} ({e.who()}, lease {path}); wait "
-            f"for it to end (a lease not renewed for {lease.LEASE_SECONDS // 60} minutes is "
-            "taken over), or delete that file if that gc is no longer running"
-        ) from None
-    with lease.holding(held, name="gc-lease"):
-        return _gc(settings, latest, runs, now)
-
-
-def _gc(settings: RunsSettings, latest: str | None, runs: list[RunInfo], now: float) -> int:
-    """``runs gc`` once LATEST is read and, unless a dry run, under the gc lease."""
-    decisions = plan_gc(runs, latest, keep=settings.keep, grace_hours=settings.grace_hours, now=now)
-    try:
-        index = textstore.read_index(settings.output, latest) if latest else None
-    except (textstore.CorruptIndex, OSError) as e:
-        print(
-            f"chunkmill: runs gc deletes nothing: LATEST's {textstore.INDEX}: {e}", file=sys.stderr
-        )
-        return 1
-    if index is None:  # LATEST's text is spread over the runs' chunks/
-        try:
-            decisions = keep_live_text(settings.output, decisions, latest)
-        except LiveStateUnreadable as e:
-            print(f"chunkmill: runs gc deletes nothing: {e}", file=sys.stderr)
-            return 1
-    elif textstore.needs_compaction(index) and latest is not None:
-        why = textstore.needs_compaction(index)
-        if settings.dry_run:
-            print(f"would compact the text of {latest} ({why})")
-        else:
-            try:
-                done = textstore.compact(settings.output, latest, index)
-            except Exception as e:
-                print(
-                    f"chunkmill: runs gc deletes nothing: compacting the text of {latest} "
-                    f"failed: {e}",
-                    file=sys.stderr,
-                )
-                return 1
-            print(
-                f"compacted the text of {latest} ({why}): {done.live} texts in "
-                f"{len(done.files)} files"
-            )
-    verb = "would delete" if settings.dry_run else "deleted"
-    for d in decisions:
-        if d.delete and not settings.dry_run:
-            try:
-                delete_run(settings.output, d.run.run_id)
-            except Exception as e:
-                print(f"chunkmill: cannot delete run {d.run.run_id}: {e}", file=sys.stderr)
-                return 1
-        print(f"{verb if d.delete else 'kept'}  {d.run.run_id}  ({d.reason})")
-    deleted = sum(d.delete for d in decisions)
-    going = [d.run.run_id for d in decisions if d.delete]
-    swept = textstore.sweep(settings.output, deleting=going, dry_run=settings.dry_run)
-    if swept.deleted:
-        print(f"{verb} {len(swept.deleted)} files of the text store that no run names")
-    stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    print(f"{verb} {deleted} of {len(decisions)} runs in {settings.output} at {stamp}")
-    return 0

@@ -14,107 +14,18 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from chunkmill import index_guard, vector_index
-from chunkmill.pipeline.options import DEFAULT_OUTPUT, Parser, UsageError, absolute, location
+from chunkmill.pipeline.options import UsageError
 
-
-@dataclass(frozen=True)
-class SyncSettings:
-    output: str
-    url: str
-    table: str
-    model_key: str | None
-    repair: bool
-    full: bool = False
-    max_delete_ratio: float = index_guard.DEFAULT_MAX_DELETE_RATIO
-    allow_rewind: bool = False
-    take_over: bool = False
-    ann: str = index_guard.DEFAULT_ANN
-
-
-def parse(command: str, argv: Sequence[str]) -> SyncSettings:
-    parser = Parser(prog=f"chunkmill {command}", allow_abbrev=False)
-    parser.add_argument(
-        "--output", default=DEFAULT_OUTPUT, type=location, help="output prefix (default: ./out)"
-    )
-    parser.add_argument(
-        "--to", required=True, metavar="URL", help="the database: postgresql://USER@HOST/DB"
-    )
-    parser.add_argument(
-        "--table", default=vector_index.DEFAULT_TABLE, help="the index table (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--model-key",
-        help="the vectors to use: a key under OUTPUT/embeddings/ (default: the only one)",
-    )
-    if command == "verify":
-        parser.add_argument("--repair", action="store_true", help="mend the drift found")
-    else:
-        parser.add_argument(
-            "--full",
-            action="store_true",
-            help="compare the whole index with the whole state, even when the runs since the "
-            "index's run could be applied alone",
-        )
-    _guard_flags(parser, command)
-    args = parser.parse_args(list(argv))
-    if not args.to.startswith(("postgresql://", "postgres://")):
-        raise UsageError(f"--to {args.to}: not a postgresql:// URL")
-    if not 0 <= args.max_delete_ratio <= 1:
-        raise UsageError(f"--max-delete-ratio {args.max_delete_ratio:g}: not between 0 and 1")
-    output = absolute(args.output).rstrip("/") or "/"
-    return SyncSettings(
-        output,
-        args.to,
-        args.table,
-        args.model_key,
-        bool(getattr(args, "repair", False)),
-        bool(getattr(args, "full", False)),
-        1.0 if args.allow_mass_delete else args.max_delete_ratio,
-        args.allow_rewind,
-        args.take_over,
-        getattr(args, "ann", "none"),
-    )
-
-
-def _guard_flags(parser: Parser, command: str) -> None:
-    """The flags that let an apply past a guard (``chunkmill.index_guard``)."""
-    parser.add_argument(
-        "--max-delete-ratio",
-        type=float,
-        default=index_guard.DEFAULT_MAX_DELETE_RATIO,
-        metavar="R",
-        help="refuse to delete more than this share of the table's rows in one apply "
-        f"(tables of {index_guard.MIN_GUARDED_ROWS} rows or more; default: %(default)s)",
-    )
-    parser.add_argument(
-        "--allow-mass-delete", action="store_true", help="delete whatever the state says"
-    )
-    parser.add_argument(
-        "--allow-rewind",
-        action="store_true",
-        help="apply LATEST's run even when it is older than the run the table holds",
-    )
-    parser.add_argument(
-        "--take-over",
-        action="store_true",
-        help="make the table this output's when another output's sync made it",
-    )
-    if command == "sync":
-        parser.add_argument(
-            "--ann",
-            choices=index_guard.ANN_METHODS,
-            default=index_guard.DEFAULT_ANN,
-            help="the ANN index built on the vectors when the table has none "
-            "(default: %(default)s)",
-        )
+if TYPE_CHECKING:
+    from chunkmill.pipeline.commands.sync import SyncSettings
 
 
 def _model_key(output: str, given: str | None) -> tuple[str, int]:
@@ -260,13 +171,13 @@ def _first_of(batches: Iterator[pa.Table], hashes: pa.Array) -> pa.Table:
     return pa.concat_tables(found)
 
 
-def command(name: str, argv: Sequence[str]) -> int:
-    """``chunkmill sync`` (``name`` "sync") or ``chunkmill verify``."""
+def command(name: str, settings: SyncSettings) -> int:
+    """``chunkmill sync`` (``name`` "sync") or ``chunkmill verify``, with its settings parsed
+    (``chunkmill.pipeline.commands.sync``)."""
     import psycopg
 
     from chunkmill.pipeline.preflight import prepare_filesystems
 
-    settings = parse(name, argv)
     started = time.monotonic()
     writes = name == "sync" or settings.repair
     opened = vector_index.connect if writes else vector_index.connect_read_only

@@ -62,15 +62,6 @@ def parser_flags(parser: argparse.ArgumentParser) -> list[str]:
     return flags
 
 
-def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    """The parser of one sub-command (``run``, ``plan``, ...)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub: argparse.ArgumentParser = action.choices[command]
-            return sub
-    raise KeyError(command)
-
-
 def beam_parser() -> argparse.ArgumentParser:
     """The parser Beam reads its pipeline options with (every options class imported so far).
 
@@ -85,6 +76,7 @@ def beam_parser() -> argparse.ArgumentParser:
 
 
 def run_and_beam_flags(parser: argparse.ArgumentParser) -> list[str]:
-    """The flags ``chunkmill run`` takes: its own and every flag Beam knows."""
+    """The flags ``chunkmill run`` takes (``parser`` is its own): its own and every flag Beam
+    knows."""
     beam = [f for a in beam_parser()._actions for f in a.option_strings if f.startswith("--")]
-    return [*parser_flags(subparser(parser, "run")), *beam]
+    return [*parser_flags(parser), *beam]

@@ -19,7 +19,7 @@ from google.protobuf.json_format import MessageToDict
 
 from chunkmill.pipeline import graph, launch
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import parse_run
+from chunkmill.pipeline.commands.run import run_settings
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,7 @@ def dataflow_args(tmp_path: Path) -> list[str]:
 
 
 def test_dataflow_job_carries_our_steps_and_the_nightly_options(tmp_path):
-    settings = parse_run(dataflow_args(tmp_path))
+    settings = run_settings(dataflow_args(tmp_path))
     options = graph.pipeline_options(settings)
     assert not launch.waits_for_job(options)
     job = launch.start(settings, options).job  # dry run: built, not submitted
@@ -103,7 +103,7 @@ def test_dataflow_job_carries_our_steps_and_the_nightly_options(tmp_path):
 def test_the_job_carries_no_credentials(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-0042")
     args = dataflow_args(tmp_path)
-    settings = parse_run(args)
+    settings = run_settings(args)
     job = launch.start(settings, graph.pipeline_options(settings)).job
     blob = (
         job.proto_pipeline.SerializeToString()

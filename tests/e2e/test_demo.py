@@ -47,19 +47,19 @@ def test_demo_runs_twice_on_the_sample_corpus(tmp_path):
 def assert_ends_with_next_steps(stdout: str, cwd: Path, chunks: int) -> None:
     """A run on the sample corpus ends with where its tables are and commands that work."""
     out = cwd / "out"
-    tail = stdout.splitlines()[-5:]
+    tail = stdout.splitlines()[-4:]
     assert tail[0].startswith(f"tables     {out}/runs/demo1/: chunks/")
-    assert tail[3] == f"next       chunkmill report --output {out}   # this run as an HTML page"
-    assert tail[4].startswith(f"           chunkmill run --output {out}   # again")
-    # The read command, as printed, reads the chunks table.
+    assert tail[2] == f"next       chunkmill report --output {out}   # this run as an HTML page"
+    assert tail[3].startswith(f"           chunkmill run --output {out}   # again")
+    # The read command, as printed, reads the current chunks with their text (read_state).
     read = shlex.split(tail[1].removeprefix("read them  "))
-    assert read[:2] == ["python", "-c"]
+    assert read[:2] == ["python", "-c"] and "read_state" in read[2]
     shown = subprocess.run([sys.executable, *read[1:]], capture_output=True, text=True, cwd=cwd)
     assert shown.returncode == 0, shown.stderr
+    assert " current chunks" in shown.stdout
     assert "source_uri: string" in shown.stdout and "token_count" in shown.stdout
-    assert f"'{out}/runs/demo1/chunks/*.parquet'" in tail[2]  # the DuckDB query's table
     reported = chunkmill(
-        *shlex.split(tail[3].split("#")[0].removeprefix("next       "))[1:], cwd=cwd
+        *shlex.split(tail[2].split("#")[0].removeprefix("next       "))[1:], cwd=cwd
     )
     assert reported.returncode == 0 and f"new to embed {chunks}" in reported.stdout
 

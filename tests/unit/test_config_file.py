@@ -9,8 +9,8 @@ import pytest
 
 from chunkmill.pipeline import config_file
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import UsageError, build_parser, parse_run
-from chunkmill.pipeline.usage import subparser
+from chunkmill.pipeline.commands.run import build_parser, run_settings
+from chunkmill.pipeline.options import UsageError
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ direct_num_workers = 1
 experiments = ["a", "b"]
 """,
     )
-    settings = parse_run(["--config", str(config)])
+    settings = run_settings(["--config", str(config)])
     assert settings.inputs == (f"{corpus}/docs/*", f"{corpus}/more/*")
     assert (settings.output, settings.run_id) == (f"{corpus}/out", "nightly-1")
     params = settings.config.description["params"]
@@ -66,7 +66,7 @@ strategy = "paragraph"
 direct_num_workers = 3
 """,
     )
-    settings = parse_run(
+    settings = run_settings(
         [
             f"--config={config}",
             "--max-tokens=200",
@@ -125,16 +125,15 @@ def test_plan_takes_it_too(corpus, capsys):
 
 def test_a_flag_added_to_the_parser_later_works_with_no_code(tmp_path):
     parser = build_parser()
-    run = subparser(parser, "run")
-    run.add_argument("--frobnicate-level", type=int)
-    run.add_argument("--skip-images", action="store_true")
-    run.add_argument("--label", action="append")
+    parser.add_argument("--frobnicate-level", type=int)
+    parser.add_argument("--skip-images", action="store_true")
+    parser.add_argument("--label", action="append")
     config = write(
         tmp_path / "c.toml",
         'frobnicate-level = 3\nskip-images = true\nlabel = ["a", "b"]\n',
     )
     argv = config_file.apply(parser, ["--config", str(config), "--label=c"])
-    args, _ = parser.parse_known_args(["run", *argv])
+    args, _ = parser.parse_known_args(argv)
     assert (args.frobnicate_level, args.skip_images, args.label) == (3, True, ["c"])
     with pytest.raises(UsageError, match="skip-images takes true or false"):
         config_file.apply(parser, ["--config", str(write(tmp_path / "d.toml", "skip-images = 1"))])

@@ -15,8 +15,8 @@ import yaml
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from chunkmill.pipeline import graph
+from chunkmill.pipeline.commands.run import run_settings
 from chunkmill.pipeline.launch import run_parser, waits_for_job
-from chunkmill.pipeline.options import parse_run
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
@@ -142,7 +142,7 @@ def test_flink_submitters_are_accepted_by_the_cli_and_submit_and_return(path, tm
         f"{a.split('=')[0]}={local[a.split('=')[0]]}" if a.split("=")[0] in local else a
         for a in args
     ]
-    settings = parse_run(argv[1:])  # every flag is chunkmill's or Beam's
+    settings = run_settings(argv[1:])  # every flag is chunkmill's or Beam's
     assert not waits_for_job(graph.pipeline_options(settings))
 
 

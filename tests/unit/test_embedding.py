@@ -9,7 +9,7 @@ import pytest
 
 from chunkmill import embedding
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.embed import parse_embed
+from chunkmill.pipeline.commands.embed import parse
 from chunkmill.pipeline.options import UsageError
 
 
@@ -118,10 +118,10 @@ def test_embed_without_a_run_says_to_run_first(tmp_path, capsys):
 
 
 def test_parse_embed_passes_beam_flags_on():
-    settings = parse_embed(["--output", "/o", "--runner", "DirectRunner", "--batch-size", "8"])
+    settings = parse(["--output", "/o", "--runner", "DirectRunner", "--batch-size", "8"])
     assert settings.beam_args == ("--runner", "DirectRunner") and settings.batch_size == 8
     with pytest.raises(UsageError):
-        parse_embed(["--no-such-flag"])
+        parse(["--no-such-flag"])
 
 
 def add_dense(folder: Path, out_features: int) -> None:

@@ -240,7 +240,7 @@ def test_the_model_retriever_beside_bm25(corpus, capsys, monkeypatch):
 
 
 def test_a_switch_in_a_spec_is_true_or_false():
-    from chunkmill.pipeline.eval import spec_config
+    from chunkmill.pipeline.commands.eval import spec_config
 
     assert spec_config("paragraph heading-context=true").heading_context is True
     assert spec_config("paragraph heading_context=no").heading_context is False

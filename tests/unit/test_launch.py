@@ -6,7 +6,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from chunkmill.pipeline import launch
-from chunkmill.pipeline.options import UsageError, parse_run
+from chunkmill.pipeline.commands.run import run_settings
+from chunkmill.pipeline.options import UsageError
 
 
 @pytest.mark.parametrize(
@@ -60,7 +61,7 @@ def test_template_parameters_map_to_chunkmill_flags(tmp_path):
         ]
     )
     assert "--max-tokens=300" in argv and "--max_num_workers=3" in argv
-    settings = parse_run(argv)
+    settings = run_settings(argv)
     assert settings.run_id == "nightly-1"
     params = settings.config.description["params"]
     assert (params["max_tokens"], params["overlap_tokens"]) == (300, 20)

@@ -10,7 +10,7 @@ from chunkmill.config import Limits
 from chunkmill.items import WorkItem
 from chunkmill.pipeline import graph
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import parse_run
+from chunkmill.pipeline.commands.run import run_settings
 from chunkmill.refusal import RunRefused, refusal_line
 from chunkmill.transforms.tables import check_error_ratio, check_removed_ratio
 
@@ -44,13 +44,13 @@ def test_bad_limit_flag_is_one_line_naming_it(args, flag, docs, tmp_path, capsys
 
 def test_defaults_and_flags_reach_the_config_and_the_report(docs, tmp_path):
     base = ["--input", str(docs / "*"), "--output", str(tmp_path / "out")]
-    default = parse_run(base)
+    default = run_settings(base)
     assert default.config.limits == Limits()
     assert default.config.pdf_engine == "pypdf" and default.max_error_ratio is None
     assert graph.report_header(default)["limits"]["max_error_ratio"] is None
     assert graph.report_header(default)["limits"]["max_removed_ratio"] == 0.5
 
-    settings = parse_run(
+    settings = run_settings(
         [
             *base,
             "--pdf-engine=auto",
@@ -139,7 +139,7 @@ def test_plan_warns_when_the_planned_removals_would_be_refused(docs, tmp_path) -
 
     from chunkmill.pipeline.plan import removal_warning
 
-    settings = parse_run(["--input", str(docs / "*"), "--output", str(tmp_path / "out")])
+    settings = run_settings(["--input", str(docs / "*"), "--output", str(tmp_path / "out")])
     warning = removal_warning(6, 10, settings)
     assert warning is not None and "removes 6 of 10 documents" in warning
     assert "--max-removed-ratio 0.5" in warning

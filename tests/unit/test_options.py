@@ -11,7 +11,8 @@ import pytest
 from chunkmill import schema
 from chunkmill.pipeline import graph
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import SAMPLE_CORPUS, parse_run
+from chunkmill.pipeline.commands.run import run_settings
+from chunkmill.pipeline.options import SAMPLE_CORPUS
 from tests.helpers import write_finished_run
 
 
@@ -64,7 +65,7 @@ def test_existing_run_id_is_refused(docs, tmp_path, capsys):
 def test_defaults(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     now = dt.datetime(2026, 11, 22, 7, 30, 5, tzinfo=dt.timezone.utc)
-    s = parse_run([], now=now)
+    s = run_settings([], now=now)
     assert s.inputs == (str(SAMPLE_CORPUS / "**"),)
     assert s.output == str(tmp_path / "out")
     assert s.run_id == "20261122T073005Z"
@@ -83,7 +84,7 @@ def test_defaults(monkeypatch, tmp_path):
 
 
 def test_beam_options_pass_through_and_stay_out_of_the_report(docs, tmp_path):
-    s = parse_run(
+    s = run_settings(
         [
             "--input",
             str(docs / "*"),
@@ -100,7 +101,7 @@ def test_beam_options_pass_through_and_stay_out_of_the_report(docs, tmp_path):
 
 def test_relative_paths_become_absolute(docs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    s = parse_run(["--input", "docs/*", "--output", "o"])
+    s = run_settings(["--input", "docs/*", "--output", "o"])
     assert s.inputs == (str(docs / "*"),) and s.output == str(tmp_path / "o")
 
 
@@ -128,7 +129,7 @@ def _one_failure() -> pa.Table:
 def test_prior_manifest_auto_follows_latest(docs, tmp_path):
     out = tmp_path / "out"
     _prior_run(out)
-    s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    s = run_settings(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     assert s.prior_run_id == "r1"
     assert s.prior_manifest == str(out / "runs" / "r1" / "manifest" / "*.parquet")
     assert s.prior_files == (str(out / "runs" / "r1" / "manifest" / "part-00000-of-00001.parquet"),)
@@ -178,7 +179,7 @@ def test_a_glob_the_shell_expanded_is_one_line_asking_to_quote_it(command, tmp_p
 
 
 def test_values_of_beam_flags_are_not_stray_arguments(docs, tmp_path):
-    s = parse_run(
+    s = run_settings(
         ["--input", str(docs / "*"), "--output", str(tmp_path / "o"), "--runner", "FnApiRunner"]
         + ["--experiments", "use_runner_v2", "--s3_disable_ssl", "--project", "p"]
     )
@@ -205,7 +206,7 @@ def test_a_manifest_of_the_previous_schema_version_is_still_a_prior(docs, tmp_pa
     # Version 3 added columns to the errors table only: a version 2 manifest reads the same.
     out = tmp_path / "out"
     _prior_run(out, {b"chunkmill.schema_version": b"2", b"chunkmill.version": b"0.1.0"})
-    s = parse_run(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
+    s = run_settings(["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"])
     assert s.prior_run_id == "r1"
 
 
@@ -217,18 +218,18 @@ def test_the_prior_run_s_errors_files_come_from_its_success_unless_retry_failed(
     shutil.copy(run / "errors" / "part-00000-of-00001.parquet", run / "errors" / "stray.parquet")
     argv = ["--input", str(docs / "*"), "--output", str(out)]
     listed = (str(run / "errors" / "part-00000-of-00001.parquet"),)
-    assert parse_run([*argv, "--run-id", "r2"]).prior_errors == listed
-    assert parse_run([*argv, "--run-id", "r2", "--retry-failed"]).prior_errors == ()
+    assert run_settings([*argv, "--run-id", "r2"]).prior_errors == listed
+    assert run_settings([*argv, "--run-id", "r2", "--retry-failed"]).prior_errors == ()
     # A run folder given as the prior is a run too; a manifest glob has no errors table.
-    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", str(run)]).prior_errors == (
+    assert run_settings([*argv, "--run-id", "r2", "--prior-manifest", str(run)]).prior_errors == (
         listed
     )
     glob = str(run / "manifest" / "*.parquet")
-    assert parse_run([*argv, "--run-id", "r2", "--prior-manifest", glob]).prior_errors == ()
+    assert run_settings([*argv, "--run-id", "r2", "--prior-manifest", glob]).prior_errors == ()
 
 
 def test_a_prior_run_without_failures_has_no_errors_file_to_read(docs, tmp_path):
     out = tmp_path / "out"
     _prior_run(out)  # its errors file has no rows
     argv = ["--input", str(docs / "*"), "--output", str(out), "--run-id", "r2"]
-    assert parse_run(argv).prior_errors == ()
+    assert run_settings(argv).prior_errors == ()

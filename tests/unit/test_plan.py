@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from chunkmill import carryover, ids, prior_summary
 from chunkmill.config import ChunkingConfig, Limits
 from chunkmill.items import SourceFile
-from chunkmill.pipeline import plan
+from chunkmill.pipeline import estimate, plan
 from chunkmill.pipeline.options import RunSettings
 from chunkmill.transforms import storage
 from tests.helpers import SMALL, manifest_rows, paragraphs, summarise
@@ -74,10 +74,10 @@ def prior_table(rows: list[dict], batch: int = 1000) -> list[pa.Table]:
     return [pa.Table.from_pylist(rows[i : i + batch], schema) for i in range(0, len(rows), batch)]
 
 
-def _doc(rows: int, versions: set, current: bool = True, tokens: int = 30) -> plan.PriorDoc:
+def _doc(rows: int, versions: set, current: bool = True, tokens: int = 30) -> estimate.PriorDoc:
     version = next(iter(versions)) if len(versions) == 1 else None
     state = carryover.PriorState(rows, version, FP if current else None)
-    return plan.PriorDoc(state, current, tokens)
+    return estimate.PriorDoc(state, current, tokens)
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_the_plan_classifies_by_the_carry_over_rule(version, prior, expected):
     assert got.counts[expected] == 1 and sum(got.counts.values()) == 1
 
 
-def _summary_of(prior: plan.PriorDoc) -> pa.Table:
+def _summary_of(prior: estimate.PriorDoc) -> pa.Table:
     """The summary of the rows ``prior`` describes, made by the plan's own summariser."""
     fp = FP if prior.current else "other"
     versions = [prior.state.version] * prior.rows
@@ -204,7 +204,7 @@ def test_new_documents_are_priced_by_the_prior_rate_of_their_format():
 
 def test_a_format_without_a_prior_gets_the_measured_default_and_a_wide_range():
     e = plan.compare(listing(("/c/n.pdf", 100_000, V1)), plan.EMPTY_SUMMARY, SMALL).estimate
-    tokens_per_byte, _ = plan.DEFAULT_RATES["pdf"]
+    tokens_per_byte, _ = estimate.DEFAULT_RATES["pdf"]
     assert e.tokens == round(100_000 * tokens_per_byte) and e.rough
     assert "pdf rough" in e.basis
     # A PDF's text per byte varies by two orders of magnitude: so does the range.
@@ -214,9 +214,9 @@ def test_a_format_without_a_prior_gets_the_measured_default_and_a_wide_range():
 @pytest.mark.parametrize(("tokenizer", "factor"), [("chars4", 1.0), ("whitespace", 4 / 6)])
 def test_default_rates_follow_the_tokenizer(tokenizer, factor):
     config = ChunkingConfig.create("paragraph", tokenizer=tokenizer)
-    rate = plan.default_rate("markdown", config)
-    assert rate.tokens_per_byte == pytest.approx(plan.DEFAULT_RATES["markdown"][0] * factor)
-    assert plan.default_rate("rst", config).tokens_per_byte == pytest.approx(0.25 * factor)
+    rate = estimate.default_rate("markdown", config)
+    assert rate.tokens_per_byte == pytest.approx(estimate.DEFAULT_RATES["markdown"][0] * factor)
+    assert estimate.default_rate("rst", config).tokens_per_byte == pytest.approx(0.25 * factor)
 
 
 def test_an_edited_document_is_priced_as_one_chunk_plus_its_bytes_changed():
@@ -289,12 +289,12 @@ def test_list_inputs_lists_once_and_leaves_the_output_out(tmp_path):
 
 
 def test_size_of_version():
-    assert plan.size_of_version("size=12;mtime=3.5") == 12
-    assert plan.size_of_version(None) is None
-    assert plan.size_of_version("something else") is None
-    assert plan.size_of_version('etag="9b2cf535f27731c974343645a3985328";size=40') == 40  # S3
-    assert plan.size_of_version("gen=1700000000000001") is None  # GCS records no size
-    assert plan.size_of_version("size=12x;mtime=3.5") is None
+    assert estimate.size_of_version("size=12;mtime=3.5") == 12
+    assert estimate.size_of_version(None) is None
+    assert estimate.size_of_version("something else") is None
+    assert estimate.size_of_version('etag="9b2cf535f27731c974343645a3985328";size=40') == 40  # S3
+    assert estimate.size_of_version("gen=1700000000000001") is None  # GCS records no size
+    assert estimate.size_of_version("size=12x;mtime=3.5") is None
 
 
 @pytest.fixture
@@ -363,10 +363,10 @@ def test_plan_knows_documents_by_their_redacted_uri_and_prints_no_credential(mon
     assert redacted in printed and "SENTINEL" not in printed
 
 
-def _candidates(docs: list[tuple[str, int]]) -> plan._Strata:
-    strata = plan._Strata()
+def _candidates(docs: list[tuple[str, int]]) -> estimate._Strata:
+    strata = estimate._Strata()
     for uri, size in docs:
-        strata.add(plan.SampleDoc.of(ids.doc_id(uri), uri, V1, size), plan.SAMPLE_BYTES)
+        strata.add(estimate.SampleDoc.of(ids.doc_id(uri), uri, V1, size), estimate.SAMPLE_BYTES)
     return strata
 
 
@@ -378,14 +378,14 @@ def test_the_sample_covers_every_folder_and_size_in_a_seeded_order():
         for size in (1_000, 16_000, 256_000)
         for i in range(10)
     ]
-    chosen = plan.choose_sample(_candidates(docs))
+    chosen = estimate.choose_sample(_candidates(docs))
     strata = {(d.uri.split("/")[2], d.size) for d in chosen}
-    assert len(chosen) == plan.SAMPLE_DOCUMENTS and len(strata) == 6
-    assert chosen == plan.choose_sample(_candidates(list(reversed(docs))))  # order-free
-    smallest_ids = sorted(docs, key=lambda d: ids.doc_id(d[0]))[: plan.SAMPLE_DOCUMENTS]
+    assert len(chosen) == estimate.SAMPLE_DOCUMENTS and len(strata) == 6
+    assert chosen == estimate.choose_sample(_candidates(list(reversed(docs))))  # order-free
+    smallest_ids = sorted(docs, key=lambda d: ids.doc_id(d[0]))[: estimate.SAMPLE_DOCUMENTS]
     assert {d.uri for d in chosen} != {u for u, _ in smallest_ids}
     # Within the byte budget: a document that would pass it is skipped.
-    budget = plan.choose_sample(_candidates(docs), max_bytes=300_000)
+    budget = estimate.choose_sample(_candidates(docs), max_bytes=300_000)
     assert sum(d.size for d in budget) <= 300_000 and {d.size for d in budget} == {
         256_000, 16_000, 1_000
     }  # fmt: skip
@@ -402,7 +402,7 @@ def _measure(asked: list[list[str]], per_doc: dict[int, int]):
     def measure(docs):
         asked.append([d.uri for d in docs])
         return [
-            plan.Measured(d.size, {f"{d.uri}#{k}": 10 for k in range(per_doc[d.size] // 10)})
+            estimate.Measured(d.size, {f"{d.uri}#{k}": 10 for k in range(per_doc[d.size] // 10)})
             for d in docs
         ]
 
@@ -417,9 +417,9 @@ def test_a_first_run_over_pdfs_is_priced_by_size_class_from_a_sample_it_reads():
     measure = _measure(asked, {1_000: 100, 100_000: 500})
     p = plan.compare(listed, plan.EMPTY_SUMMARY, SMALL, measure=measure)
     e = p.estimate
-    assert len(asked) == 1 and len(asked[0]) == plan.SAMPLE_DOCUMENTS
+    assert len(asked) == 1 and len(asked[0]) == estimate.SAMPLE_DOCUMENTS
     assert (e.tokens, e.chunks) == (20 * 100 + 20 * 500, 20 * 10 + 20 * 50)
-    assert e.documents_read == plan.SAMPLE_DOCUMENTS and not e.rough
+    assert e.documents_read == estimate.SAMPLE_DOCUMENTS and not e.rough
     assert "pdf from a sample of 16 of its 40 documents to read, read and chunked" in e.basis
     settings = RunSettings(
         inputs=("/c/*",),
@@ -455,7 +455,7 @@ def test_sampled_chunks_the_prior_holds_are_not_priced():
 
 def test_sampled_documents_that_fail_are_priced_as_nothing():
     def measure(docs):
-        return [plan.Measured(d.size, {}) for d in docs]
+        return [estimate.Measured(d.size, {}) for d in docs]
 
     e = plan.compare(_pdfs(3), plan.EMPTY_SUMMARY, SMALL, measure=measure).estimate
     assert (e.tokens, e.chunks) == (0, 0) and e.documents_read == 3

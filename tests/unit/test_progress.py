@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from chunkmill.pipeline import progress
-from chunkmill.pipeline.options import parse_run
+from chunkmill.pipeline.commands.run import run_settings
 from chunkmill.pipeline.progress import (
     Reporter,
     Snapshot,
@@ -172,7 +172,7 @@ def test_reads_the_process_wide_cells_the_pipeline_updates():
 )
 def test_live_progress_only_where_the_dofns_run_here(beam_args, expected, tmp_path):
     (tmp_path / "a.md").write_text("hello\n")
-    settings = parse_run(
+    settings = run_settings(
         ["--input", str(tmp_path / "*.md"), "--output", str(tmp_path / "out"), *beam_args]
     )
     assert progress.in_process(settings) is expected

@@ -52,13 +52,13 @@ def test_order_is_started_at_not_the_run_id(tmp_path):
 def test_runs_one_after_the_other_within_a_second_order_as_they_ran(tmp_path):
     """Two launches in one second, the second with an id that sorts first: started_at is to
     the microsecond, so the later run is the newest."""
-    from chunkmill.pipeline.options import parse_run
+    from chunkmill.pipeline.commands.run import run_settings
 
     second = dt.datetime(2026, 11, 24, 1, 0, 0, tzinfo=dt.timezone.utc)
     for run_id, micros in (("zzz", 1_000), ("aaa", 900_000)):
         now = second.replace(microsecond=micros)
         args = ["--output", str(tmp_path), "--run-id", run_id]
-        publish(tmp_path, run_id, parse_run(args, now=now).started_at)
+        publish(tmp_path, run_id, run_settings(args, now=now).started_at)
     assert latest(tmp_path) == "aaa"
 
 
@@ -138,9 +138,9 @@ AHEAD = dt.timedelta(hours=2)
 
 def settings_at(output: Path, run_id: str, now: dt.datetime, *extra: str):
     """A run launched at ``now`` by that machine's clock, through the real preflight."""
-    from chunkmill.pipeline.options import parse_run
+    from chunkmill.pipeline.commands.run import run_settings
 
-    return parse_run(["--output", str(output), "--run-id", run_id, *extra], now=now)
+    return run_settings(["--output", str(output), "--run-id", run_id, *extra], now=now)
 
 
 def launch_and_publish(output: Path, run_id: str, now: dt.datetime, *extra: str) -> str:

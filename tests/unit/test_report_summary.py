@@ -3,7 +3,7 @@ because of them, said apart from the listed documents; absent from older reports
 
 from __future__ import annotations
 
-from chunkmill.pipeline import run_report
+from chunkmill.pipeline import report_html
 from chunkmill.pipeline.report import summary
 
 COUNTS = {
@@ -36,7 +36,7 @@ def test_the_summary_says_what_the_listing_left_out():
     assert "skipped 25 (not_regular_file 2, unsupported_format 23; not read, not failures)" in line
     assert "listing errors 1 (list_failed 1)" in line
     assert "kept unlisted 3" in line
-    page = run_report._counts(counts)
+    page = report_html._counts(counts)
     assert "skipped by reason" in page and "unsupported_format 23" in page
 
 

@@ -12,7 +12,8 @@ from apache_beam.runners.portability import prism_runner
 
 from chunkmill.pipeline import graph, launch, runners
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import UsageError, parse_run
+from chunkmill.pipeline.commands.run import run_settings
+from chunkmill.pipeline.options import UsageError
 
 SUPPORTED_LIST = "use DirectRunner, DataflowRunner, FlinkRunner, PortableRunner, PrismRunner"
 
@@ -67,7 +68,7 @@ def test_plan_refuses_it_too(docs, capsys):
 )
 def test_a_runner_that_names_nothing_is_one_line(runner, message, docs):
     with pytest.raises(UsageError, match="argument --runner: ") as e:
-        parse_run(["--input", f"{docs}/*", f"--runner={runner}"])
+        run_settings(["--input", f"{docs}/*", f"--runner={runner}"])
     assert message in str(e.value)
 
 
@@ -107,7 +108,7 @@ def test_supported_runners_pass(runner, engine):
     ],
 )
 def test_local_runs_use_the_in_process_engine_and_prism_only_by_name(beam_args, runner, docs):
-    settings = parse_run(["--input", f"{docs}/*", *beam_args])
+    settings = run_settings(["--input", f"{docs}/*", *beam_args])
     options = graph.pipeline_options(settings)
     assert options.get_all_options()["runner"] == runner
     # The in-process engine builds the graph without Beam's construction-time type checks;
@@ -130,7 +131,7 @@ def test_the_default_engine_never_tries_prism(docs, monkeypatch):
         raise RuntimeError("stand-in: Prism would have run this pipeline")
 
     monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", prism_is_reachable)
-    settings = parse_run(["--input", f"{docs}/*"])
+    settings = run_settings(["--input", f"{docs}/*"])
     with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
         _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
     assert attempts == []

@@ -20,7 +20,7 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from chunkmill import schema
-from chunkmill.pipeline import cli, graph, launch
+from chunkmill.pipeline import graph, launch
 from chunkmill.pipeline.cli import main
 from chunkmill.transforms import runstate, tables
 from chunkmill.transforms.runstate import BadLatest, Claim, RunTaken
@@ -149,7 +149,7 @@ def test_run_claims_before_building_and_a_taken_explicit_id_is_one_line(
     assert seen["claim"].run_id == "r1"
     capsys.readouterr()
 
-    # A second launch with the same explicit id, which parse_run passed because the folder
+    # A second launch with the same explicit id, which preflight passed because the folder
     # looked empty when it was checked (the claim arrives between the check and the claim).
     monkeypatch.setattr(runstate, "_has_files", lambda folder: False)
     assert main(run_args(docs, out, "--run-id", "r1")) == 2
@@ -159,12 +159,11 @@ def test_run_claims_before_building_and_a_taken_explicit_id_is_one_line(
 
 def test_two_default_ids_in_one_second_get_distinct_folders(docs, tmp_path, monkeypatch, capsys):
     import datetime as dt
-    import functools
 
     from chunkmill.pipeline import options
 
     now = dt.datetime(2026, 11, 22, 7, 30, 5, tzinfo=dt.timezone.utc)
-    monkeypatch.setattr(cli, "parse_run", functools.partial(options.parse_run, now=now))
+    monkeypatch.setattr(options, "launch_clock", lambda: now)
     built = []
     monkeypatch.setattr(graph, "build", lambda p, s: built.append(s.run_id) or 1 / 0)
     out = tmp_path / "out"

@@ -7,15 +7,15 @@ import pytest
 
 from chunkmill import stores
 from chunkmill.pipeline.cli import main
-from chunkmill.pipeline.options import parse_run
+from chunkmill.pipeline.commands.run import run_settings
 from chunkmill.transforms import storage
 
 
 def test_billing_project_reaches_the_settings(tmp_path):
     (tmp_path / "a.md").write_text("hello\n")
     argv = ["--input", str(tmp_path / "*.md"), "--output", str(tmp_path / "out")]
-    assert parse_run(argv).billing_project is None
-    assert parse_run([*argv, "--billing-project", "payer"]).billing_project == "payer"
+    assert run_settings(argv).billing_project is None
+    assert run_settings([*argv, "--billing-project", "payer"]).billing_project == "payer"
 
 
 def test_billing_project_needs_a_value(capsys):
