@@ -106,8 +106,20 @@ def _tree_rss(proc) -> tuple[int, int, int]:
     return total, own, largest
 
 
-def measure(cmd: Sequence[str], *, cwd: str | None = None) -> Measurement:
-    """Run ``cmd`` to completion; raises ``RuntimeError`` with its stderr if it fails."""
+class Capped(Exception):
+    """A run stopped because its process tree grew past the cap."""
+
+    def __init__(self, wall_s: float, peak_rss: int) -> None:
+        super().__init__(f"stopped after {wall_s:.0f} s at {peak_rss / 2**20:,.0f} MB")
+        self.wall_s = wall_s
+        self.peak_rss = peak_rss
+
+
+def measure(
+    cmd: Sequence[str], *, cwd: str | None = None, rss_cap: int | None = None
+) -> Measurement:
+    """Run ``cmd`` to completion; raises ``RuntimeError`` with its stderr if it fails. With
+    ``rss_cap`` (bytes), the process tree is killed once it grows past it (``Capped``)."""
     import psutil
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -117,11 +129,14 @@ def measure(cmd: Sequence[str], *, cwd: str | None = None) -> Measurement:
         peak = peak_own = peak_child = 0
         while proc.poll() is None:
             total, own, child = _tree_rss(proc)
-            peak, peak_own, peak_child = (
-                max(peak, total),
-                max(peak_own, own),
-                max(peak_child, child),
-            )
+            peak, peak_own = max(peak, total), max(peak_own, own)
+            peak_child = max(peak_child, child)
+            if rss_cap is not None and total > rss_cap:
+                for p in [*proc.children(recursive=True), proc]:
+                    with contextlib.suppress(psutil.Error):
+                        p.kill()
+                proc.wait()
+                raise Capped(time.perf_counter() - start, peak)
             time.sleep(_SAMPLE_S)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -20,34 +20,23 @@ while a million of them are written in minutes, not the half hour the generator 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
-import resource
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import corpus as md
 from benchmarks.peers import edit_one_percent
-from benchmarks.pipeline import _SAMPLE_S, Measurement, _tree_rss
+from benchmarks.pipeline import Capped, Measurement, measure
 
 ONE_WORKER = ("--direct_num_workers=1", "--direct_running_mode=in_memory")
 DEFAULT_SCALES = (10_000, 100_000)
 POOL = 2_000
 _PARAGRAPH_HEAD = re.compile(r"(?m)^(?=[A-Z])")
-
-
-@dataclass
-class Capped:
-    """A run stopped because its process tree grew past the cap."""
-
-    wall_s: float
-    peak_rss: int
 
 
 def write_corpus(path: Path, n_docs: int, pool_size: int = POOL) -> int:
@@ -75,34 +64,11 @@ def run_cmd(corpus: Path, output: Path, prior: str) -> list[str]:
 
 
 def measure_capped(cmd: Sequence[str], rss_cap: int) -> Measurement | Capped:
-    """As :func:`benchmarks.pipeline.measure`, but the tree is killed past ``rss_cap`` bytes."""
-    import psutil
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = psutil.Popen(list(cmd), stdout=err, stderr=err)
-        peak = peak_own = peak_child = 0
-        while proc.poll() is None:
-            total, own, child = _tree_rss(proc)
-            peak, peak_own = max(peak, total), max(peak_own, own)
-            peak_child = max(peak_child, child)
-            if total > rss_cap:
-                for p in [*proc.children(recursive=True), proc]:
-                    with contextlib.suppress(psutil.Error):
-                        p.kill()
-                proc.wait()
-                return Capped(time.perf_counter() - start, peak)
-            time.sleep(_SAMPLE_S)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        err.seek(0)
-        output = err.read().decode(errors="replace")
-    if proc.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Measurement(wall, cpu, peak, os.getloadavg()[0], output, peak_own, peak_child)
+    """:func:`benchmarks.pipeline.measure`, or how far the run got before the cap stopped it."""
+    try:
+        return measure(cmd, rss_cap=rss_cap)
+    except Capped as stopped:
+        return stopped
 
 
 def _cells(m: Measurement | Capped) -> str:

@@ -213,6 +213,17 @@ def _write(path: str, table_schema: pa.Schema, batches: Iterator[pa.Table]) -> i
     return rows
 
 
+def _not_dead(
+    batches: Iterator[pa.Table], dead: pa.Array, hashes: list[pa.Array]
+) -> Iterator[pa.Table]:
+    """``batches`` as ``TEXT_SCHEMA`` without the rows of ``dead`` hashes; every hash read,
+    dead or not, is added to ``hashes``."""
+    for batch in batches:
+        hashes.extend(batch["chunk_hash"].chunks)
+        alive = pc.invert(pc.is_in(batch["chunk_hash"], value_set=dead))
+        yield batch.cast(TEXT_SCHEMA).filter(alive)
+
+
 _EMPTY = TextIndex(run_id="", files=(), dead=None)
 
 
@@ -269,18 +280,18 @@ def write_run_text(
                 ) from None
         old_dead = dead_hashes(output, base)
         text_path = FileSystems.join(folder, f"text-{attempt}.parquet")
+        run_hashes: list[pa.Array] = []  # every hash of chunks/, gathered by the one read
         added = _write(
             text_path,
             TEXT_SCHEMA,
-            (
-                b.cast(TEXT_SCHEMA).filter(pc.invert(pc.is_in(b["chunk_hash"], value_set=old_dead)))
-                for b in tables.read_parquet_batches(of("chunks"), TEXT_SCHEMA.names)
+            _not_dead(
+                tables.read_parquet_batches(of("chunks"), TEXT_SCHEMA.names), old_dead, run_hashes
             ),
         )
         files = list(base.files)
         if added:
             files.append(_file_entry(output, text_path, added))
-        new = _hashes(of("chunks"))
+        new = pc.unique(pa.chunked_array(run_hashes, pa.string()))
         retired = _hashes(of("retired"))
         dead = base.dead
         revived = pc.is_in(old_dead, value_set=new)
