@@ -149,6 +149,8 @@ def finish_counts(counts: dict[str, int]) -> dict[str, Any]:
     return out
 
 
+@beam.typehints.with_input_types(tuple[str, int])
+@beam.typehints.with_output_types(dict[str, Any])
 class SumCounts(beam.PTransform):
     """The ``(name, n)`` counts of every step → the run report's counts (``finish_counts``):
     one dict, in one grouping."""

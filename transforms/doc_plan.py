@@ -379,6 +379,7 @@ def _failed_prefix(error: tuple[str, str, str]) -> list[str]:
     return [redact_uri(uri)] if reason == storage.LIST_FAILED else []
 
 
+@beam.typehints.with_input_types(SourceFile | Skipped | ListingError)
 class SplitListing(beam.PTransform):
     """The listing (``SourceFile``, ``Skipped``, ``ListingError``: what ``ListFiles`` yields)
     → ``{"listed": (bucket, (_LISTED, IPC message of LISTING)), "list_errors": (uri, reason,

@@ -234,6 +234,7 @@ class MarkNew(beam.PTransform):
         return {"decided": marked.decided, "retired": marked[_RETIRED], "counts": marked[COUNTS]}
 
 
+@beam.typehints.with_input_types(tuple[str, bytes])
 class FinishStaged(beam.PTransform):
     """``(staged path, IPC of DECISIONS)`` (``MarkNew``'s) → ``{"manifest", "chunks",
     "added": pa.Table, "counts": (name, n)}``: each staged file read once, its rows split by

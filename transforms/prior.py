@@ -400,6 +400,7 @@ class ApplyVerdicts(beam.DoFn):
             yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, ids))
 
 
+@beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
     """``PriorPart`` → ``{"summaries": (doc bucket, IPC message of SUMMARY rows), "hashes":
     (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read with
@@ -416,6 +417,7 @@ class SummarisePrior(beam.PTransform):
         return {"summaries": summarised.summaries, "hashes": summarised[HASHES]}
 
 
+@beam.typehints.with_input_types(tuple[str, Any])
 class ApplyPriorVerdicts(beam.PTransform):
     """The verdicts of every step that gives them, ``(part key, [Verdicts, or IPC of
     KEPT_DOCS])`` → ``{"kept": manifest rows, "removed": removed/ rows, "gone": (bucket, IPC

@@ -177,6 +177,7 @@ class _ProcessDocuments(PerBundle):
         )
 
 
+@beam.typehints.with_input_types(tuple[str, tuple[Any, ...]])
 class ProcessDocuments(beam.PTransform):
     """``(doc_id, work)`` (``PlanDocs``'s) → ``{"occurrences": (bucket, (CURRENT, (staged
     path, IPC of STAGED_IDS))), "verdicts": (part, verdicts), "errors": errors/ rows,

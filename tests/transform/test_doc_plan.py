@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pyarrow as pa
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.typehints.decorators import TypeCheckError
 
 from chunkmill import ids
 from chunkmill.items import KEEP, REMOVE, ListingError, PriorError, Skipped, SourceFile
@@ -59,6 +61,12 @@ def test_split_listing_batches_documents_and_sets_aside_skips_and_errors_once():
             ),
             label="Counts",
         )
+
+
+def test_split_listing_refuses_what_is_not_a_listing_when_the_graph_is_built():
+    p = TestPipeline(runner="FnApiRunner")
+    with pytest.raises(TypeCheckError, match="SplitListing"):
+        _ = p | beam.Create(["/c/a.md"]) | "SplitListing" >> doc_plan.SplitListing()
 
 
 OLD = {
