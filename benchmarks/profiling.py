@@ -48,7 +48,7 @@ _STAGES: tuple[tuple[str, str], ...] = (
     ("WriteTables: Parquet files", "apache_beam/io/iobase.py"),
     ("WriteTables: Parquet files", "apache_beam/io/filebasedsink.py"),
     ("ListDocuments", "transforms/storage.py"),
-    ("Publish", "publish (transforms/tables.py"),
+    ("Publish", "publish (transforms/publish.py"),
 )
 _RUNNER = "run_pipeline (apache_beam/runners/"
 

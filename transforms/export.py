@@ -20,7 +20,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
-from chunkmill.transforms import prior, tables
+from chunkmill.transforms import parquet_io, prior
 
 _ROWS, _TEXTS = 0, 1
 _TEXT_COLUMNS = pa.schema(
@@ -34,14 +34,14 @@ _OCCURRENCE = pa.schema([schema.CHUNKS.field(n) for n in schema.OCCURRENCE_FIELD
 
 
 def _manifest_by_bucket(path: str) -> Iterator[tuple[str, tuple[int, bytes]]]:
-    for batch in tables.read_parquet_batches([path], schema.OCCURRENCE_FIELDS):
+    for batch in parquet_io.read_parquet_batches([path], schema.OCCURRENCE_FIELDS):
         rows = prior.as_table(batch, _OCCURRENCE)
         for bucket, payload in prior.by_bucket(rows):
             yield bucket, (_ROWS, payload)
 
 
 def _texts_by_bucket(path: str) -> Iterator[tuple[str, tuple[int, bytes]]]:
-    for batch in tables.read_parquet_batches([path], _TEXT_COLUMNS.names):
+    for batch in parquet_io.read_parquet_batches([path], _TEXT_COLUMNS.names):
         texts = batch.cast(_TEXT_COLUMNS)
         for bucket, payload in prior.by_bucket(texts):
             yield bucket, (_TEXTS, payload)
@@ -78,12 +78,12 @@ class _WriteFiles(beam.DoFn):
         self._temp = temp
 
     def start_bundle(self) -> None:
-        self._file: tables.TableFile | None = None
+        self._file: parquet_io.TableFile | None = None
 
     def process(self, table: pa.Table) -> None:
         if self._file is None:
             path = FileSystems.join(self._temp, f"{uuid.uuid4().hex}.parquet")
-            self._file = tables.TableFile(path, schema.CHUNKS)
+            self._file = parquet_io.TableFile(path, schema.CHUNKS)
         self._file.write(table)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -99,7 +99,7 @@ def place_files(paths: list[str], *, temp: str, destination: str, prefix: str) -
     paths = sorted(p for p in paths if FileSystems.exists(p))
     if not paths:
         empty = FileSystems.join(destination, f"{prefix}-00000-of-00001.parquet")
-        tables.TableFile(empty, schema.CHUNKS).close()
+        parquet_io.TableFile(empty, schema.CHUNKS).close()
         yield empty
     else:
         n = len(paths)

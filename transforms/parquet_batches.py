@@ -18,9 +18,13 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.transforms import window
 
+from chunkmill import schema
+
 # Beam's WriteToParquet defaults, kept so the files come out with the same row groups.
 RECORD_BATCH_ROWS = 1_000
 ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
+# The Arrow buffers of chunks/ rows (text included) gathered into one row group.
+_TEXT_ROW_GROUP_BYTES = 8 * 1024 * 1024
 
 
 def _buffer_bytes(batch: pa.RecordBatch) -> int:
@@ -120,3 +124,45 @@ class ConcatTables(beam.DoFn):
         table = pa.concat_tables(self._tables).combine_chunks()
         self._tables, self._bytes = [], 0
         return table
+
+
+def _nothing(_: Any) -> tuple[()]:
+    return ()
+
+
+class BatchTables(beam.PTransform):
+    """The pieces of a run's tables → ``{"chunks", "manifest", "removed", "errors", "added",
+    "retired": PCollection[pa.Table]}``, as few large tables, ready for ``WriteTables``.
+
+    ``"manifest"``, ``"chunks"``, ``"added"``, ``"retired"``: Arrow tables; ``"errors"`` and
+    ``"listing_errors"``: errors/ rows; with a prior, ``"kept"`` (its manifest rows carried
+    over, already batched) and ``"removed"`` (Arrow tables)."""
+
+    def expand(self, parts: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        manifest = parts["manifest"] | "BatchManifest" >> beam.ParDo(ConcatTables())
+        if "kept" in parts:
+            # Batched before the Flatten: its two inputs come from different stages, so what
+            # reaches the writer crosses a stage boundary, better as few large tables.
+            manifest = (manifest, parts["kept"]) | "FlattenManifest" >> beam.Flatten()
+        if "removed" in parts:
+            removed = parts["removed"] | "BatchRemoved" >> beam.ParDo(ConcatTables())
+        else:
+            # Nothing to remove; an empty PCollection that costs no stage of its own.
+            removed = parts["errors"] | "NothingRemoved" >> beam.FlatMap(_nothing)
+        # Row groups of chunks/ hold the text: smaller, so that a worker holds less of it.
+        chunks = parts["chunks"] | "BatchChunks" >> beam.ParDo(
+            ConcatTables(row_group_buffer_bytes=_TEXT_ROW_GROUP_BYTES)
+        )
+        errors = (
+            (parts["errors"], parts["listing_errors"])
+            | "FlattenErrors" >> beam.Flatten()
+            | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
+        )
+        return {
+            "chunks": chunks,
+            "manifest": manifest,
+            "removed": removed,
+            "errors": errors,
+            "added": parts["added"] | "BatchAdded" >> beam.ParDo(ConcatTables()),
+            "retired": parts["retired"] | "BatchRetired" >> beam.ParDo(ConcatTables()),
+        }

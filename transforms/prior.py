@@ -9,7 +9,7 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
    document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
    share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
    distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
-2. The summaries are joined with the listing a doc-id bucket at a time, in Arrow (``core``):
+2. The summaries are joined with the listing a doc-id bucket at a time, in Arrow (``doc_plan``):
    an unchanged document is decided there, and its doc_id joins an Arrow array of the
    documents kept whole in each part (``KEPT_DOCS``); every other document's fate becomes
    one ``Verdict`` per part it has rows in.
@@ -398,3 +398,50 @@ class ApplyVerdicts(beam.DoFn):
             yield beam.pvalue.TaggedOutput(GONE, (bucket, counts))
         for bucket, ids in by_bucket(persisting):
             yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, ids))
+
+
+@beam.typehints.with_input_types(PriorPart)
+class SummarisePrior(beam.PTransform):
+    """``PriorPart`` → ``{"summaries": (doc bucket, IPC message of SUMMARY rows), "hashes":
+    (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read with
+    ``read(part, columns)``."""
+
+    def __init__(self, read: ReadPart = read_part) -> None:
+        super().__init__()
+        self._read = read
+
+    def expand(self, parts: beam.PCollection[PriorPart]) -> dict[str, beam.PCollection]:
+        summarised = parts | "Summarise" >> beam.ParDo(SummariseParts(self._read)).with_outputs(
+            HASHES, main="summaries"
+        )
+        return {"summaries": summarised.summaries, "hashes": summarised[HASHES]}
+
+
+@beam.typehints.with_input_types(tuple[str, Any])
+class ApplyPriorVerdicts(beam.PTransform):
+    """The verdicts of every step that gives them, ``(part key, [Verdicts, or IPC of
+    KEPT_DOCS])`` → ``{"kept": manifest rows, "removed": removed/ rows, "gone": (bucket, IPC
+    of HASH_COUNTS), "persisting": (bucket, IPC of IDS), "counts": (name, n)}``, a part at a
+    time (``ApplyVerdicts``)."""
+
+    def __init__(self, read: ReadPart = read_part) -> None:
+        super().__init__()
+        self._read = read
+
+    def expand(self, verdicts: tuple[beam.PCollection, ...]) -> dict[str, beam.PCollection]:
+        applied = (
+            verdicts
+            | "FlattenVerdicts" >> beam.Flatten()
+            | "GroupVerdictsByPart" >> beam.GroupByKey()
+            | "Apply"
+            >> beam.ParDo(ApplyVerdicts(self._read)).with_outputs(
+                REMOVED, GONE, PERSISTING, COUNTS, main="kept"
+            )
+        )
+        return {
+            "kept": applied.kept,
+            "removed": applied[REMOVED],
+            "gone": applied[GONE],
+            "persisting": applied[PERSISTING],
+            "counts": applied[COUNTS],
+        }

@@ -60,7 +60,7 @@ _log = logging.getLogger(__name__)
 
 # How to go on past a prior that cannot be used, said by every such refusal. Not a bare
 # "--prior-manifest none": a run without a prior is still held to LATEST's documents
-# (transforms.tables.check_replaced_ratio), and the message says so.
+# (transforms.publish.check_replaced_ratio), and the message says so.
 OLDER_PRIOR = "pass --prior-manifest naming an older finished run (chunkmill runs list shows them)"
 RECOVER_PRIOR = (
     f"{OLDER_PRIOR}, or none to chunk everything again (still refused if it would drop more "
@@ -92,7 +92,7 @@ def run_order(
     not descend from each other order by that latest start, the walk's length, when each
     started, then id: two runs launched after the same run (side by side) by when each
     started, then id (started in the same microsecond). One total order, so that publishers
-    racing each other agree on the newest (``tables.point_latest_at_newest``). A run without
+    racing each other agree on the newest (``publish.point_latest_at_newest``). A run without
     a chain block (an older release) is the first of its own chain."""
     when = start_order(started_at)
     latest, length = (when, 0) if chain is None else (chain["latest_start"], chain["length"])
@@ -101,6 +101,10 @@ def run_order(
 
 def run_dir(output: str, run_id: str) -> str:
     return FileSystems.join(output, RUNS, run_id)
+
+
+def table_dir(output: str, run_id: str, table: str) -> str:
+    return FileSystems.join(run_dir(output, run_id), table)
 
 
 class NotAFile(OSError):
@@ -142,6 +146,15 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         data: bytes = f.read() if limit is None else f.read(limit)
         return data
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def write_text(path: str, text: str) -> None:
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(text.encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,8 +311,8 @@ def _is_folder(path: str) -> bool:
 
 
 def _mend(output: str, alternative: str | None) -> str:
-    # Imported here: transforms.tables (which publishes) imports this module.
-    from chunkmill.transforms.tables import finished_runs
+    # Imported here: transforms.publish imports this module.
+    from chunkmill.transforms.publish import finished_runs
 
     try:
         runs = finished_runs(output)

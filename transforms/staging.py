@@ -6,7 +6,7 @@ included) to a staged file per few thousand rows, and only their hashes and ids 
 shuffle; once every occurrence of a staged file is decided, the file is read back once and
 its rows go to the tables (docs/design.md, "Why the shapes are what they are"). The files
 live in the run's temporary folder and go with it when the tables are named
-(``tables.name_table_files``).
+(``sinks.name_table_files``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import schema
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import runstate
+from chunkmill.transforms import parquet_io, runstate
 
 TEXT = "text"
 INDEX = "_TEXT"
@@ -151,18 +151,16 @@ def read_index(output: str, run_id: str) -> TextIndex | None:
 def write_index(output: str, run_id: str, index: TextIndex) -> None:
     """Writes ``_TEXT`` beside and renames it over, so a reader sees the old index or the new
     one, whole."""
-    from chunkmill.transforms import tables
 
     path = index_path(output, run_id)
     staging = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    tables.write_text(staging, index.to_json())
+    runstate.write_text(staging, index.to_json())
     FileSystems.rename([staging], [path])
 
 
 def _hashes(paths: Sequence[str]) -> pa.Array:
-    from chunkmill.transforms import tables
 
-    parts = [c for t in tables.read_parquet_batches(paths, ["chunk_hash"]) for c in t[0].chunks]
+    parts = [c for t in parquet_io.read_parquet_batches(paths, ["chunk_hash"]) for c in t[0].chunks]
     return pc.unique(pa.chunked_array(parts, pa.string()))
 
 
@@ -174,12 +172,11 @@ def dead_hashes(output: str, index: TextIndex) -> pa.Array:
 
 def live_text(output: str, index: TextIndex) -> Iterator[pa.Table]:
     """The text of every live hash of the index's state (``TEXT_SCHEMA``), a batch at a time:
-    the rows of its files without its dead hashes. ``tables.UnreadableTable`` names a file
+    the rows of its files without its dead hashes. ``parquet_io.UnreadableTable`` names a file
     that is gone or damaged."""
-    from chunkmill.transforms import tables
 
     dead = dead_hashes(output, index)
-    for batch in tables.read_parquet_batches(index.paths(output), TEXT_SCHEMA.names):
+    for batch in parquet_io.read_parquet_batches(index.paths(output), TEXT_SCHEMA.names):
         batch = batch.cast(TEXT_SCHEMA)
         if len(dead):
             batch = batch.filter(pc.invert(pc.is_in(batch["chunk_hash"], value_set=dead)))
@@ -197,7 +194,6 @@ def _file_entry(output: str, path: str, rows: int) -> dict[str, Any]:
 
 def _write(path: str, table_schema: pa.Schema, batches: Iterator[pa.Table]) -> int:
     """Writes the non-empty ``batches`` to ``path``; the rows written (no file when 0)."""
-    from chunkmill.transforms import tables
 
     file = None
     rows = 0
@@ -205,7 +201,7 @@ def _write(path: str, table_schema: pa.Schema, batches: Iterator[pa.Table]) -> i
         if not len(batch):
             continue
         if file is None:
-            file = tables.TableFile(path, table_schema)
+            file = parquet_io.TableFile(path, table_schema)
         file.write(batch)
         rows += len(batch)
     if file is not None:
@@ -264,8 +260,6 @@ def write_run_text(
         return start_store(output, run_id, of("manifest"), of("chunks")) if prior else None
     base_path = index_path(output, str(prior)) if prior else None
 
-    from chunkmill.transforms import tables
-
     for attempt in range(_PUBLISH_ROUNDS):
         seen = runstate.read_bytes(base_path) if base_path else b""
         if base_path:
@@ -285,7 +279,9 @@ def write_run_text(
             text_path,
             TEXT_SCHEMA,
             _not_dead(
-                tables.read_parquet_batches(of("chunks"), TEXT_SCHEMA.names), old_dead, run_hashes
+                parquet_io.read_parquet_batches(of("chunks"), TEXT_SCHEMA.names),
+                old_dead,
+                run_hashes,
             ),
         )
         files = list(base.files)
@@ -350,10 +346,10 @@ def start_store(
     finished runs before it (newest first), into ``text/RUN_ID/``, once. None, writing no
     index, when some text is in no run's chunks/ (a run folder deleted by hand): readers
     then read the runs' chunks/ as before."""
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import publish  # imports this module
 
     sources = list(chunks)
-    for _, other in reversed(tables.finished_runs(output)):
+    for _, other in reversed(publish.finished_runs(output)):
         if other == run_id:
             continue
         try:
@@ -369,7 +365,7 @@ def start_store(
 
     def found() -> Iterator[pa.Table]:
         nonlocal needed
-        for batch in tables.read_parquet_batches(sources, TEXT_SCHEMA.names):
+        for batch in parquet_io.read_parquet_batches(sources, TEXT_SCHEMA.names):
             if not len(needed):
                 return
             batch = batch.cast(TEXT_SCHEMA).filter(pc.is_in(batch["chunk_hash"], value_set=needed))

@@ -12,9 +12,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from chunkmill import ids, schema
 from chunkmill.config import ChunkingConfig
 from chunkmill.items import ListingError, Skipped, SourceFile
-from chunkmill.transforms import core, storage
+from chunkmill.transforms import doc_plan, storage
 from chunkmill.transforms import prior as prior_module
 from chunkmill.transforms.core import ChunkCorpus
+from chunkmill.transforms.counts import COUNTS, VERDICTS
 from tests.helpers import SMALL, make_pdf, manifest_rows, paragraphs, table_rows, write_prior
 
 
@@ -454,7 +455,7 @@ def test_a_document_unchanged_by_its_listing_is_no_element_past_the_join(prior, 
         SourceFile("/c/breaks.pdf", 9, "v1"),
         SourceFile("/c/added.md", 9, "v1"),
     ]  # /c/deleted.md is gone
-    batcher = core._BatchListing()
+    batcher = doc_plan._BatchListing()
     batcher.start_bundle()
     assert list(batcher.process(SourceFile("/c/x.md", 1))) == []  # held, not an element
     batcher.start_bundle()
@@ -463,13 +464,13 @@ def test_a_document_unchanged_by_its_listing_is_no_element_past_the_join(prior, 
     values = [wv.value[1] for wv in batcher.finish_bundle()]
     read = prior_module.SummariseParts()
     values += [
-        (core._SUMMARY, message)
+        (doc_plan._SUMMARY, message)
         for part in parts
         for e in read.process(part)
         if not isinstance(e, beam.pvalue.TaggedOutput)  # its hashes go to the hash join
         for message in [e[1]]
     ]
-    plan = core._PlanBucket(SMALL.fingerprint)
+    plan = doc_plan._PlanBucket(SMALL.fingerprint)
     plan.start_bundle()
     out = list(plan.process(("any", values)))
     out += [
@@ -481,20 +482,20 @@ def test_a_document_unchanged_by_its_listing_is_no_element_past_the_join(prior, 
     work = sorted(e[1][0] for e in out if not isinstance(e, beam.pvalue.TaggedOutput))
     assert work == ["/c/added.md", "/c/edited.md"]
     tagged = [e for e in out if isinstance(e, beam.pvalue.TaggedOutput)]
-    counts = dict(e.value for e in tagged if e.tag == core._COUNTS)
+    counts = dict(e.value for e in tagged if e.tag == COUNTS)
     assert counts["docs_listed"] == 4 and counts["docs_carried_over"] == 2
     assert counts["docs_removed"] == 1 and counts["docs_prior"] == 4
     kept = {
         doc
         for e in tagged
-        if e.tag == core._VERDICTS and isinstance(e.value[1], bytes)
+        if e.tag == VERDICTS and isinstance(e.value[1], bytes)
         for doc in prior_module.from_ipc(e.value[1], prior_module.KEPT_DOCS)["doc_id"].to_pylist()
     }
     assert kept == {ids.doc_id("/c/unchanged.md"), ids.doc_id("/c/breaks.pdf")}
     removed = {
         v[0]
         for e in tagged
-        if e.tag == core._VERDICTS and not isinstance(e.value[1], bytes)
+        if e.tag == VERDICTS and not isinstance(e.value[1], bytes)
         for v in e.value[1]
     }
     assert removed == {ids.doc_id("/c/deleted.md")}

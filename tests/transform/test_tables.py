@@ -1,5 +1,6 @@
-"""The edge composites of transforms/tables.py under TestPipeline, on hand-written inputs:
-ListFiles, ReadManifest, ReadPriorErrors, WriteTables and PublishRun, each on its own."""
+"""The edge composites (transforms/sources.py, sinks.py, publish.py) under TestPipeline, on
+hand-written inputs: ListFiles, ReadManifest, ReadPriorErrors, WriteTables and PublishRun,
+each on its own."""
 
 from __future__ import annotations
 

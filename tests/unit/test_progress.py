@@ -16,7 +16,7 @@ from chunkmill.pipeline.progress import (
     format_duration,
     format_line,
 )
-from chunkmill.transforms import core
+from chunkmill.transforms import counts
 
 MB = 1024 * 1024
 
@@ -149,11 +149,11 @@ def test_without_a_terminal_a_log_line_every_interval(caplog):
 
 def test_reads_the_process_wide_cells_the_pipeline_updates():
     before = progress.process_snapshot()
-    core._PROGRESS_LISTED.update(300)
-    core._PROGRESS_LISTED.update(200)
-    core._PROGRESS_READ.update(300)
-    core._PROGRESS_DONE.update(0)
-    core._PROGRESS_DONE.update(1)
+    counts.LISTED_PROGRESS.update(300)
+    counts.LISTED_PROGRESS.update(200)
+    counts.READ_PROGRESS.update(300)
+    counts.DONE_PROGRESS.update(0)
+    counts.DONE_PROGRESS.update(1)
     assert progress.process_snapshot() - before == Snapshot(
         listed=2, listed_bytes=500, done=2, failed=1, read=1, read_bytes=300
     )

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from chunkmill import schema
 from chunkmill.pipeline import graph, run_report
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import tables
+from chunkmill.transforms import parquet_io
 from tests.report_page import Page
 
 
@@ -195,7 +195,7 @@ def out(tmp_path: Path) -> Path:
 def test_page_of_a_hand_written_run(out, monkeypatch, capsys):
     # Two rows per batch and compaction at every batch: the counts must add up across
     # batches and files, as they would over a manifest of millions of rows.
-    monkeypatch.setattr(tables, "PARQUET_BATCH_ROWS", 2)
+    monkeypatch.setattr(parquet_io, "PARQUET_BATCH_ROWS", 2)
     monkeypatch.setattr(run_report, "_COMPACT_ROWS", 1)
     assert main(["report", "--output", str(out)]) == 0
     printed = capsys.readouterr().out

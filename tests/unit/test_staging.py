@@ -12,14 +12,16 @@ import pytest
 
 from chunkmill import ids
 from chunkmill.items import WorkItem
-from chunkmill.transforms import core, prior, staging
+from chunkmill.transforms import doc_plan, hash_join, prior, process_docs, staging
 from tests.helpers import SMALL, paragraphs
 
 DOC = paragraphs("alpha", "beta", "gamma", "alpha")  # "alpha" twice: one hash, two occurrences
 
 
 def _process(tmp_path: Path, documents: dict[str, bytes]) -> list[beam.pvalue.TaggedOutput]:
-    fn = core._ProcessDocuments(SMALL, lambda uri, version, limit: documents[uri], str(tmp_path))
+    fn = process_docs._ProcessDocuments(
+        SMALL, lambda uri, version, limit: documents[uri], str(tmp_path)
+    )
     fn.setup()
     try:
         fn.start_bundle()
@@ -41,18 +43,18 @@ def _process(tmp_path: Path, documents: dict[str, bytes]) -> list[beam.pvalue.Ta
 
 def _spread(item: WorkItem) -> tuple[str, list[tuple]]:
     """``item`` as SpreadWork hands it to the step: its doc_id and its one work."""
-    doc, work = core._work(item)
+    doc, work = doc_plan.as_work(item)
     return doc, [work]
 
 
 def _occurrences(outputs: list[beam.pvalue.TaggedOutput]) -> list[tuple[str, str, pa.RecordBatch]]:
     found = []
     for o in outputs:
-        if o.tag != core._OCCURRENCES:
+        if o.tag != process_docs._OCCURRENCES:
             continue
         bucket, (tag, (path, message)) = o.value
-        assert tag == core._CURRENT
-        found.append((bucket, path, prior.from_ipc(message, core.STAGED_IDS)))
+        assert tag == hash_join.CURRENT
+        found.append((bucket, path, prior.from_ipc(message, hash_join.STAGED_IDS)))
     return found
 
 
@@ -72,7 +74,7 @@ def test_only_hashes_and_ids_go_to_the_join_and_the_text_waits_in_a_staged_file(
 
 
 def test_a_bundle_over_the_row_limit_stages_several_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(core, "_STAGE_ROWS", 3)
+    monkeypatch.setattr(process_docs, "_STAGE_ROWS", 3)
     occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC, "/c/b.md": DOC}))
     paths = {p for _, p, _ in occurrences}
     assert len(paths) == 2  # staged when a document took the held rows to 3 or more
@@ -82,7 +84,7 @@ def test_a_bundle_over_the_row_limit_stages_several_files(tmp_path, monkeypatch)
 def _decisions(chunk_ids: list[str]) -> bytes:
     n = len(chunk_ids)
     table = pa.table(
-        [chunk_ids, [True] * n, [True] * n, [False] * n], schema=core.DECISIONS
+        [chunk_ids, [True] * n, [True] * n, [False] * n], schema=hash_join.DECISIONS
     ).combine_chunks()
     return prior.to_ipc(table.to_batches()[0])
 
@@ -91,7 +93,7 @@ def test_every_staged_row_is_decided_or_the_run_stops(tmp_path):
     occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC}))
     (path,) = {p for _, p, _ in occurrences}
     chunk_ids = staging.read(path)["chunk_id"].to_pylist()
-    finish = core._FinishStaged()
+    finish = hash_join._FinishStaged()
     finish.start_bundle()
 
     manifest, *_ = finish.process((path, [_decisions(chunk_ids[:2]), _decisions(chunk_ids[2:])]))

@@ -1,0 +1,129 @@
+"""The join by hash bucket under TestPipeline, each composite on its own: MarkNew (which
+hashes are new, which occurrences added, which hashes retired) and FinishStaged (a staged
+file's rows split by their decisions)."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from chunkmill import document, ids, schema
+from chunkmill.config import Chunking
+from chunkmill.items import WorkItem
+from chunkmill.transforms import hash_join, prior, staging
+from chunkmill.transforms.hash_join import FinishStaged, MarkNew
+from tests.helpers import SMALL, paragraphs
+
+KNOWN, NEW, GONE = "1" * 64, "2" * 64, "3" * 64  # a prior hash, a new one, a removed one
+A, B, C = "a" * 32, "b" * 32, "c" * 32
+
+
+def _messages(table: pa.Table) -> list[tuple[str, bytes]]:
+    return prior.by_bucket(table)
+
+
+def _decisions(element):
+    path, message = element
+    rows = prior.from_ipc(message, hash_join.DECISIONS).to_pylist()
+    return [(path, r["chunk_id"], r["is_new"], r["added"], r["chosen"]) for r in rows]
+
+
+def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
+    current = pa.table(
+        {"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]}, schema=hash_join.STAGED_IDS
+    )
+    counts = pa.table({"chunk_hash": [KNOWN, GONE], "rows": [1, 1]}, schema=prior.HASH_COUNTS)
+    gone = pa.table({"chunk_hash": [GONE], "rows": [1]}, schema=prior.HASH_COUNTS)
+    persisting = pa.table({"chunk_id": [A], "chunk_hash": [KNOWN]}, schema=prior.IDS)
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = {
+            "occurrences": p
+            | "Current"
+            >> beam.Create(
+                [(b, (hash_join.CURRENT, ("staged-1", m))) for b, m in _messages(current)]
+            ),
+            "prior_hashes": p | "Prior" >> beam.Create(_messages(counts)),
+            "gone": p | "Gone" >> beam.Create(_messages(gone)),
+            "persisting": p | "Persisting" >> beam.Create(_messages(persisting)),
+        } | MarkNew()
+        assert_that(
+            out["decided"] | beam.FlatMap(_decisions),
+            equal_to(
+                [
+                    # A persists from the prior state: neither new nor added.
+                    ("staged-1", A, False, False, False),
+                    # NEW's smallest id stands for it in chunks/; both are added.
+                    ("staged-1", B, True, True, True),
+                    ("staged-1", C, True, True, False),
+                ]
+            ),
+            label="Decided",
+        )
+        assert_that(
+            out["retired"] | beam.FlatMap(lambda t: t["chunk_hash"].to_pylist()),
+            equal_to([GONE]),
+            label="Retired",
+        )
+        assert_that(out["counts"], equal_to([("hashes_retired", 1)]), label="Counts")
+
+
+def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
+    uri = "/c/a.md"
+    data = paragraphs("alpha", "beta", "gamma")
+    item = WorkItem(ids.doc_id(uri), uri, len(data))
+    occurrences = document.process_document(item, data, Chunking(SMALL)).occurrences
+    table = pa.Table.from_pylist(occurrences, schema=schema.CHUNKS)
+    path = staging.write(str(tmp_path), table)
+    chunk_ids = table["chunk_id"].to_pylist()
+    n = len(chunk_ids)
+    # The first occurrence is new and chosen for chunks/; the second added but not new.
+    decisions = pa.table(
+        [
+            chunk_ids,
+            [True] + [False] * (n - 1),
+            [True, True] + [False] * (n - 2),
+            [True] + [False] * (n - 1),
+        ],
+        schema=hash_join.DECISIONS,
+    )
+    # Decisions of one staged file come from several hash buckets: one message each.
+    messages = [(path, prior.to_ipc(b)) for b in decisions.to_batches(max_chunksize=2)]
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | beam.Create(messages) | FinishStaged(model_window=1)
+        rows = {
+            name: out[name] | f"{name}Rows" >> beam.FlatMap(lambda t: t.to_pylist())
+            for name in ("manifest", "chunks", "added")
+        }
+        assert_that(
+            rows["manifest"] | beam.Map(lambda r: (r["chunk_id"], r["is_new"])),
+            equal_to([(c, i == 0) for i, c in enumerate(chunk_ids)]),
+            label="Manifest",
+        )
+        assert_that(
+            rows["chunks"] | beam.Map(lambda r: (r["chunk_id"], r["text"])),
+            equal_to([(chunk_ids[0], occurrences[0]["text"])]),
+            label="Chunks",
+        )
+        assert_that(
+            rows["added"] | beam.Map(lambda r: r["chunk_id"]),
+            equal_to(chunk_ids[:2]),
+            label="Added",
+        )
+        assert_that(
+            out["counts"] | beam.CombinePerKey(sum) | beam.combiners.ToDict(),
+            equal_to(
+                [
+                    {
+                        "chunks_total": n,
+                        "chunks_new_occurrences": 1,
+                        "occurrences_added": 2,
+                        "chunks_to_embed": 1,
+                        "tokens_to_embed": occurrences[0]["token_count"],
+                        "chunks_over_model_window": int(occurrences[0]["token_count"] > 1),
+                    }
+                ]
+            ),
+            label="Counts",
+        )

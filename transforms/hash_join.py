@@ -1,0 +1,262 @@
+"""The join by hash bucket: this run's chunk occurrences against the prior state, into the
+run's delta (``MarkNew``), and the staged occurrences read back once, as the rows of the
+manifest, chunks/ and added/ (``FinishStaged``).
+
+Only hashes and ids cross this join; the occurrences' text waits in staged files
+(``staging``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from chunkmill import schema
+from chunkmill.transforms import prior, staging
+from chunkmill.transforms.counts import COUNTS, PerBundle
+
+# Tags of the values grouped by hash bucket in the hash join.
+CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
+
+# Tags of the outputs of the two steps.
+_RETIRED = "retired"
+_CHUNKS = "chunks"
+_ADDED = "added"
+
+# What of an occurrence crosses the hash join (the rest waits in its staged file), and the
+# join's decision on each occurrence: its hash is new, it is an added occurrence, it is the
+# one occurrence of a new hash that goes to chunks/.
+STAGED_IDS = pa.schema([("chunk_hash", pa.string()), ("chunk_id", pa.string())])
+DECISIONS = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("is_new", pa.bool_()),
+        ("added", pa.bool_()),
+        ("chosen", pa.bool_()),
+    ]
+)
+
+
+def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
+    def tag_it(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
+        bucket, payload = element
+        return bucket, (tag, payload)
+
+    return tag_it
+
+
+class _MarkNew(PerBundle):
+    """Joins this run's chunk occurrences with the prior state, a hash bucket at a time, in
+    Arrow, into the run's delta: which hashes are new, which occurrences were added, which
+    hashes are gone from the current state.
+
+    A bucket holds the hashes and ids of this run's occurrences (of the documents chunked
+    this run, in staged files), the prior rows' hash counts, the hash counts of the rows this
+    run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
+    still current (``_PERSISTING``). Every occurrence is decided (``DECISIONS``, one IPC
+    message per staged file and bucket, keyed by the staged file's path): its hash is new
+    when the prior state lacks it; each new hash has exactly one chosen occurrence, the one
+    for chunks/ (the smallest chunk_id, so the choice does not depend on grouping order); an
+    occurrence whose id is not among the persisting ones is added. A hash is retired when
+    every prior row of it is removed and no occurrence of this run has it (prior - removed
+    + this run's is 0: no term is negative, and a persisting row is not removed). A bucket
+    with neither occurrences nor removed rows (every bucket of a run in which nothing
+    changed) costs only its grouping.
+    """
+
+    def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
+        _, values = element
+        parts: dict[int, list[Any]] = {CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
+        for tag, payload in values:
+            parts[tag].append(payload)
+        if not parts[CURRENT] and not parts[_GONE]:
+            return
+        paths = [path for path, _ in parts[CURRENT]]
+        batches = [prior.from_ipc(message, STAGED_IDS) for _, message in parts[CURRENT]]
+        persisting = _ipc_table(parts[_PERSISTING], prior.IDS)
+        if parts[_GONE]:
+            yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
+        if not batches:
+            return
+        ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
+        first = _first_ids(ids)
+        # Membership needs no sum: a hash in several prior messages is in the prior once.
+        seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
+        new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
+        decisions = pa.table(
+            [
+                ids["chunk_id"],
+                pc.is_in(ids["chunk_hash"], value_set=new["chunk_hash"]),
+                pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting["chunk_id"])),
+                pc.is_in(ids["chunk_id"], value_set=new["chunk_id"]),
+            ],
+            schema=DECISIONS,
+        ).combine_chunks()
+        start = 0
+        for path, batch in zip(paths, batches, strict=True):
+            (decided,) = decisions.slice(start, batch.num_rows).to_batches()
+            start += batch.num_rows
+            yield path, prior.to_ipc(decided)
+
+    def _retired(
+        self,
+        batches: list[pa.RecordBatch],
+        prior_counts: list[bytes],
+        gone_counts: list[bytes],
+    ):
+        """The ``retired/`` rows of the bucket: hashes of removed rows left with no current
+        occurrence. Only the rows of those hashes are counted, so the work is in proportion to
+        what was removed, not to the bucket."""
+        gone = _ipc_table(gone_counts, prior.HASH_COUNTS)
+        candidates = pc.unique(gone["chunk_hash"])
+        total: Counter[str] = Counter()
+
+        def count(hashes: pa.ChunkedArray | pa.Array, rows: Any, sign: int) -> None:
+            among = pc.is_in(hashes, value_set=candidates)
+            kept = pc.filter(hashes, among).to_pylist()
+            n = [1] * len(kept) if rows is None else pc.filter(rows, among).to_pylist()
+            for h, k in zip(kept, n, strict=True):
+                total[h] += sign * k
+
+        prior_table = _ipc_table(prior_counts, prior.HASH_COUNTS)
+        count(prior_table["chunk_hash"], prior_table["rows"], 1)
+        count(gone["chunk_hash"], gone["rows"], -1)
+        for b in batches:
+            count(b.column(b.schema.get_field_index("chunk_hash")), None, 1)
+        retired = sorted(h for h in candidates.to_pylist() if total[h] == 0)
+        if retired:
+            self._tally["hashes_retired"] += len(retired)
+            table = pa.table([pa.array(retired, pa.string())], schema=schema.RETIRED)
+            yield beam.pvalue.TaggedOutput(_RETIRED, table)
+
+
+class _FinishStaged(PerBundle):
+    """``(staged path, [IPC of DECISIONS])`` → the staged file's rows as manifest rows
+    flagged ``is_new``, tagged ``_ADDED`` its added occurrences and ``_CHUNKS`` its chosen
+    ones, text included. Every staged row has exactly one decision (it is in one bucket).
+
+    With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
+    tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
+    to embed longer than that window: the model would read only their start.
+    """
+
+    def __init__(self, model_window: int | None = None) -> None:
+        self._model_window = model_window
+
+    def process(self, element: tuple[str, Iterable[bytes]]):
+        path, messages = element
+        decisions = _ipc_table(list(messages), DECISIONS)
+        rows = staging.read(path)
+        at = pc.index_in(rows["chunk_id"], value_set=decisions["chunk_id"])
+        if at.null_count or decisions.num_rows != rows.num_rows:
+            raise RuntimeError(
+                f"staged file {path}: {rows.num_rows} occurrences, "
+                f"{rows.num_rows - at.null_count} of them decided"
+            )
+        is_new = pc.take(decisions["is_new"], at)
+        added = pc.take(decisions["added"], at)
+        chosen = pc.take(decisions["chosen"], at)
+        tally = self._tally
+        tally["chunks_total"] += rows.num_rows
+        tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
+        yield prior.as_table(rows, schema.MANIFEST, is_new=is_new)
+        if pc.any(added).as_py():
+            added_rows, added_new = _where(added, rows, is_new)
+            tally["occurrences_added"] += added_rows.num_rows
+            table = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
+            yield beam.pvalue.TaggedOutput(_ADDED, table)
+        (embed,) = _where(chosen, rows)
+        if embed.num_rows:
+            tally["chunks_to_embed"] += embed.num_rows
+            tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
+            if self._model_window is not None:
+                over = pc.greater(embed["token_count"], self._model_window)
+                tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
+            yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+
+
+def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:
+    """Each of ``data`` filtered by ``mask``, not copied when the mask keeps every row (on
+    a first run every occurrence is added and most are chosen)."""
+    if pc.all(mask).as_py():
+        return list(data)
+    return [d.filter(mask) for d in data]
+
+
+def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
+    batches = [prior.from_ipc(p, table_schema) for p in payloads]
+    return pa.Table.from_batches(batches, schema=table_schema)
+
+
+def _first_ids(table: pa.Table) -> pa.Table:
+    """``(chunk_hash, chunk_id)``: each hash of ``table`` once, with its smallest chunk_id.
+    Sorted by both, the first row of each hash's run (cheaper than a grouping for the
+    small tables of one bucket)."""
+    order = pc.sort_indices(
+        table, sort_keys=[("chunk_hash", "ascending"), ("chunk_id", "ascending")]
+    )
+    ordered = table.take(order).combine_chunks()
+    if ordered.num_rows < 2:
+        return ordered
+    hashes = ordered["chunk_hash"].chunk(0)
+    starts = pa.concat_arrays([pa.array([True]), pc.not_equal(hashes[1:], hashes[:-1])])
+    return ordered.filter(starts)
+
+
+class MarkNew(beam.PTransform):
+    """``{"occurrences": (bucket, (CURRENT, (staged path, IPC of STAGED_IDS)))}`` (what
+    ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (the prior
+    rows' hash counts), ``"gone"`` (those of the rows this run removes) and ``"persisting"``
+    (ids of re-chunked documents' prior rows still current), each ``(bucket, IPC message)``
+    → ``{"decided": (staged path, IPC of DECISIONS), "retired": retired/ tables, "counts":
+    (name, n)}``, a hash bucket at a time (``_MarkNew``)."""
+
+    def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        by_bucket = [inputs["occurrences"]]
+        for name, label, tag in (
+            ("prior_hashes", "TagPriorHashes", _PRIOR),
+            ("gone", "TagRemovedHashes", _GONE),
+            ("persisting", "TagPersistingIds", _PERSISTING),
+        ):
+            if name in inputs:
+                by_bucket.append(inputs[name] | label >> beam.Map(_tagged(tag)))
+        marked = (
+            tuple(by_bucket)
+            | "FlattenByBucket" >> beam.Flatten()
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "Mark" >> beam.ParDo(_MarkNew()).with_outputs(_RETIRED, COUNTS, main="decided")
+        )
+        return {"decided": marked.decided, "retired": marked[_RETIRED], "counts": marked[COUNTS]}
+
+
+@beam.typehints.with_input_types(tuple[str, bytes])
+class FinishStaged(beam.PTransform):
+    """``(staged path, IPC of DECISIONS)`` (``MarkNew``'s) → ``{"manifest", "chunks",
+    "added": pa.Table, "counts": (name, n)}``: each staged file read once, its rows split by
+    their decisions (``_FinishStaged``). ``model_window``: the embedding model's input window
+    in tokens, where it is known."""
+
+    def __init__(self, *, model_window: int | None = None) -> None:
+        super().__init__()
+        self._model_window = model_window
+
+    def expand(self, decided: beam.PCollection[tuple[str, bytes]]) -> dict[str, beam.PCollection]:
+        finished = (
+            decided
+            | "GroupByStagedFile" >> beam.GroupByKey()
+            | "Finish"
+            >> beam.ParDo(_FinishStaged(self._model_window)).with_outputs(
+                _CHUNKS, _ADDED, COUNTS, main="manifest"
+            )
+        )
+        return {
+            "manifest": finished.manifest,
+            "chunks": finished[_CHUNKS],
+            "added": finished[_ADDED],
+            "counts": finished[COUNTS],
+        }

@@ -1,0 +1,142 @@
+"""What a run reads at its edges: the listing of its sources (``ListFiles``), the prior
+manifest's parts (``ReadManifest``) and the prior run's failures (``ReadPriorErrors``), each a
+composite that starts from the pipeline, as Beam's own ``io`` reads do."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from chunkmill import stores
+from chunkmill.items import PriorError
+from chunkmill.transforms import prior, storage
+
+
+class ListFiles(beam.PTransform):
+    """Glob patterns → one element per object a pattern matches: a ``SourceFile`` to read, a
+    ``Skipped`` object left out on purpose (a format that is not text, an --exclude match, a
+    FIFO or device, a symlink leading out of the input), or a ``ListingError`` (a folder that
+    could not be listed, a name that cannot be recorded). ``ChunkCorpus`` takes all three.
+
+    Globs read as a shell's with globstar (``storage.glob_regex``), and a folder
+    means everything under it. ``include``/``exclude`` are globs matched against the path
+    relative to the pattern's fixed folder (``storage.ListingRules``). Nothing
+    under ``exclude_prefix`` (the output location) is listed, by path or by real path, nor
+    are directory markers. Listing is sharded by prefix (``storage.plan``) and the
+    shards redistributed, so a large bucket is listed by many workers.
+    ``billing_project`` is the project billed for requester-pays buckets.
+
+    Not de-duplicated and not redistributed: an object two patterns match comes twice, and
+    the consumer groups by document next. ``ChunkCorpus``'s join by doc_id keeps one listing
+    of each object and spreads the documents across workers, so the expensive per-document
+    work fans out, without two more shuffles of every listed object here.
+    """
+
+    def __init__(
+        self,
+        patterns: Sequence[str],
+        *,
+        exclude_prefix: str | None = None,
+        billing_project: str | None = None,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        follow_symlinks: bool = False,
+    ) -> None:
+        super().__init__()
+        if not patterns:
+            raise ValueError("ListFiles needs at least one pattern")
+        self._patterns = list(patterns)
+        self._rules = storage.ListingRules(
+            include=tuple(include),
+            exclude=tuple(exclude),
+            follow_symlinks=follow_symlinks,
+            output=exclude_prefix,
+        )
+        self._billing_project = billing_project
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            # Not reshuffled by Create: the shards are, next.
+            | "Patterns" >> beam.Create(self._patterns, reshuffle=False)
+            | "Shard"
+            >> beam.FlatMap(storage.plan, billing_project=self._billing_project, rules=self._rules)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "ListShard" >> beam.FlatMap(storage.list_shard, rules=self._rules)
+        )
+
+
+class ReadManifest(beam.PTransform):
+    """The parts of the prior run's manifest (``PriorPart``: one row group of one file),
+    redistributed so workers read them in parallel; an empty PCollection when ``files`` is
+    empty. ``files`` are exactly the manifest's files (those the prior run's ``_SUCCESS``
+    lists, proven before the run: ``chunkmill.pipeline.preflight``), never a glob, so a stray file
+    beside them is not read. The rows themselves are read by ``ChunkCorpus``
+    (``prior``)."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        super().__init__()
+        self._files = list(files)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        if not self._files:
+            return pbegin | "NoPriorManifest" >> beam.Create([])
+        return (
+            pbegin
+            | "Files" >> beam.Create(self._files, reshuffle=False)  # the parts are, next
+            | "ListParts" >> beam.FlatMap(prior.list_parts)
+            | "SpreadParts" >> beam.Reshuffle()
+        )
+
+
+def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
+    """``(doc_id, PriorError)`` for every row of one errors/ file of a prior run. Columns a
+    file written before they existed lacks are null (such a failure is always tried again).
+    A file that cannot be read costs the memory of its failures, never the run: its
+    documents are tried again."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            parquet = pq.ParquetFile(f)
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read(
+                columns=[c for c in ("doc_id", *PriorError._fields) if c in present]
+            )
+    except Exception as e:
+        logging.getLogger(__name__).warning(
+            "prior errors file %s is unreadable (%s: %s); its documents are tried again",
+            path,
+            type(e).__name__,
+            stores.first_line(str(e)),
+        )
+        return
+    columns = {
+        name: table[name].to_pylist() if name in present else None for name in PriorError._fields
+    }
+    for i, doc in enumerate(table["doc_id"].to_pylist()):
+        yield doc, PriorError._make(None if col is None else col[i] for col in columns.values())
+
+
+class ReadPriorErrors(beam.PTransform):
+    """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
+    read from ``paths`` (its errors files; none on a first run, or when every failure is to
+    be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
+    a failed document not worth trying again is not read (``carryover.is_known_failure``)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__()
+        self._paths = sorted(paths)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        if not self._paths:
+            return pbegin | "NoPriorErrors" >> beam.Create([])
+        return (
+            pbegin
+            | "ErrorFiles" >> beam.Create(self._paths, reshuffle=False)
+            | "SpreadErrorFiles" >> beam.Reshuffle()
+            | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
+        )
