@@ -104,7 +104,7 @@ def _write(folder: Path, name: str, table: pa.Table) -> list[str]:
 
 def _publish(output: Path, run_id: str, prior: str | None, parts: dict[str, pa.Table]) -> None:
     from chunkmill import schema
-    from chunkmill.transforms import runstate, tables
+    from chunkmill.transforms import publish, runstate
 
     base = output / "runs" / run_id
     started = f"2026-01-0{1 if prior is None else 2}T00:00:00Z"
@@ -116,7 +116,7 @@ def _publish(output: Path, run_id: str, prior: str | None, parts: dict[str, pa.T
         "run_id": run_id,
         "started_at": started,
         "counts": {"chunks_total": parts["manifest"].num_rows},
-        "tables": tables.table_files(str(base), written),
+        "tables": publish.table_files(str(base), written),
         "prior": {"run_id": prior} if prior else None,
         "chain": {"latest_start": runstate.start_order(started), "length": int(prior is not None)},
     }

@@ -95,16 +95,16 @@ def read_chunks(
     from chunkmill.pipeline.options import UsageError
     from chunkmill.pipeline.runs import list_runs, state_files
     from chunkmill.schema import CHUNKS
-    from chunkmill.transforms import runstate, tables
+    from chunkmill.transforms import parquet_io, runstate
 
     try:
         files = state_files(output, run)
     except (UsageError, runstate.BadLatest) as e:
         raise RunNotFound(str(e)) from None
     info = next(r for r in list_runs(output) if r.run_id == files.run_id)
-    base = tables.run_dir(output, files.run_id)
+    base = runstate.run_dir(output, files.run_id)
     own = [f"{base}/{f['path']}" for f in (info.tables or {}).get("chunks", [])]
-    for batch in tables.read_parquet_batches(own, CHUNKS.names):
+    for batch in parquet_io.read_parquet_batches(own, CHUNKS.names):
         yield from batch.to_pylist()
 
 
@@ -117,7 +117,7 @@ def read_state(output: str, run: str | None = None) -> pa.Table:
     size (``chunkmill export`` writes a state of any size). Raises ``RunNotFound``."""
     from chunkmill.pipeline.options import UsageError
     from chunkmill.pipeline.runs import state_files
-    from chunkmill.transforms import runstate, tables
+    from chunkmill.transforms import parquet_io, runstate
 
     for attempt in range(2):
         try:
@@ -126,7 +126,7 @@ def read_state(output: str, run: str | None = None) -> pa.Table:
             raise RunNotFound(str(e)) from None
         try:
             return _join_text(files.run_id, files.manifest, files.chunks)
-        except tables.UnreadableTable:
+        except parquet_io.UnreadableTable:
             # runs gc compacted the store under the reader: its index names new files.
             if not files.from_store or attempt:
                 raise
@@ -137,12 +137,12 @@ def _join_text(run_id: str, manifest: list[str], texts: list[str]) -> pa.Table:
     import pyarrow.compute as pc
 
     from chunkmill.schema import CHUNKS, OCCURRENCE_FIELDS
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import parquet_io
 
     occurrences = pa.concat_tables(
         [
             b.select(list(OCCURRENCE_FIELDS))
-            for b in tables.read_parquet_batches(manifest, OCCURRENCE_FIELDS)
+            for b in parquet_io.read_parquet_batches(manifest, OCCURRENCE_FIELDS)
         ]
         or [CHUNKS.empty_table().select(list(OCCURRENCE_FIELDS))],
         promote_options="permissive",
@@ -151,7 +151,7 @@ def _join_text(run_id: str, manifest: list[str], texts: list[str]) -> pa.Table:
     columns = ["chunk_hash", "text", "text_with_context"]
     found = [
         b.filter(pc.is_in(b["chunk_hash"], value_set=needed))
-        for b in tables.read_parquet_batches(texts, columns)
+        for b in parquet_io.read_parquet_batches(texts, columns)
     ]
     text = pa.concat_tables(
         found or [CHUNKS.empty_table().select(columns)], promote_options="permissive"

@@ -60,10 +60,10 @@ class Needed:
 def needed(output: str, run_id: str | None, key: str) -> Needed:
     """The hashes of ``run_id`` (default LATEST) that the store lacks for ``key``."""
     from chunkmill.pipeline.runs import state_files
-    from chunkmill.transforms import embedstore, tables
+    from chunkmill.transforms import embedstore, parquet_io
 
     state = state_files(output, run_id)
-    parts = list(tables.read_parquet_batches(state.manifest, ["chunk_hash", "token_count"]))
+    parts = list(parquet_io.read_parquet_batches(state.manifest, ["chunk_hash", "token_count"]))
     columns = {"chunk_hash": pa.array([], pa.string()), "token_count": pa.array([], pa.int32())}
     table = pa.concat_tables(parts) if parts else pa.table(columns)
     per_hash = table.group_by("chunk_hash").aggregate([("token_count", "min")])
@@ -153,11 +153,11 @@ def read_rate(output: str, key: str) -> dict | None:
     not read)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from chunkmill.transforms import embedstore, tables
+    from chunkmill.transforms import embedstore, runstate
 
     path = FileSystems.join(embedstore.store_dir(output, key), RATE_FILE)
     try:
-        rate = json.loads(tables.read_text(path)) if FileSystems.exists(path) else None
+        rate = json.loads(runstate.read_text(path)) if FileSystems.exists(path) else None
         return rate if rate and float(rate["tokens_per_second"]) > 0 else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

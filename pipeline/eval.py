@@ -158,14 +158,18 @@ def run_chunks(output: str, run_id: str) -> list[EvalChunk]:
     from the chunks/ tables of the runs up to it."""
     from chunkmill.evaluation import EvalChunk
     from chunkmill.pipeline import runs
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import parquet_io
 
     state = runs.state_files(output, run_id)
     columns = ["source_uri", "chunk_hash", "char_start", "char_end"]
-    rows = [r for t in tables.read_parquet_batches(state.manifest, columns) for r in t.to_pylist()]
+    rows = [
+        r for t in parquet_io.read_parquet_batches(state.manifest, columns) for r in t.to_pylist()
+    ]
     wanted = {r["chunk_hash"] for r in rows}
     texts: dict[str, str] = {}
-    for t in tables.read_parquet_batches(state.chunks, ["chunk_hash", "text", "text_with_context"]):
+    for t in parquet_io.read_parquet_batches(
+        state.chunks, ["chunk_hash", "text", "text_with_context"]
+    ):
         for r in t.to_pylist():
             if r["chunk_hash"] in wanted and r["chunk_hash"] not in texts:
                 texts[r["chunk_hash"]] = r["text_with_context"] or r["text"]

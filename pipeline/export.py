@@ -41,18 +41,18 @@ def _previous(destination: str) -> list[str] | None:
         return []
     if marker not in found:
         return None
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import runstate
 
-    previous: list[str] = json.loads(tables.read_text(marker))["files"]
+    previous: list[str] = json.loads(runstate.read_text(marker))["files"]
     return [FileSystems.join(destination, name) for name in previous]
 
 
 def _missing_texts(manifest: list[str], chunks: list[str]) -> int:
     """How many distinct hashes of the manifest no chunks/ file holds."""
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import parquet_io
 
     def hashes(paths: list[str]) -> pa.Array:
-        batches = tables.read_parquet_batches(paths, ["chunk_hash"])
+        batches = parquet_io.read_parquet_batches(paths, ["chunk_hash"])
         parts = [c for t in batches for c in t["chunk_hash"].chunks]
         return pc.unique(pa.chunked_array(parts, pa.string()))
 
@@ -67,7 +67,7 @@ def export(settings: ExportSettings) -> int:
 
     from chunkmill.pipeline.preflight import prepare_filesystems
     from chunkmill.pipeline.runs import state_files
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import parquet_io, runstate
     from chunkmill.transforms.export import ExportState
 
     prepare_filesystems(list(settings.beam_args))
@@ -81,7 +81,7 @@ def export(settings: ExportSettings) -> int:
         )
     try:
         missing = _missing_texts(state.manifest, state.chunks)
-    except tables.UnreadableTable as e:
+    except parquet_io.UnreadableTable as e:
         print(
             f"chunkmill: chunks of run {state.run_id} have no text: {e}; nothing exported. "
             "Re-run with --prior-manifest none to chunk everything again",
@@ -104,11 +104,11 @@ def export(settings: ExportSettings) -> int:
         _ = p | "Export" >> ExportState(state.manifest, state.chunks, settings.destination, prefix)
     pattern = FileSystems.join(settings.destination, f"{prefix}-*.parquet")
     written = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-    rows = sum(tables.footer_rows(path) for path in written)
+    rows = sum(parquet_io.footer_rows(path) for path in written)
     names = [path.rsplit("/", 1)[-1] for path in written]
     report = {"run_id": state.run_id, "rows": rows, "files": names}
     staging = FileSystems.join(settings.destination, f".{MARKER}.tmp")
-    tables.write_text(staging, json.dumps(report, indent=1))
+    runstate.write_text(staging, json.dumps(report, indent=1))
     FileSystems.rename([staging], [FileSystems.join(settings.destination, MARKER)])
     stale = [path for path in previous if path not in set(written)]
     if stale:

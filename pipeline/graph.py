@@ -12,7 +12,7 @@ from chunkmill import schema
 from chunkmill.pipeline import runners
 from chunkmill.pipeline.options import RunSettings
 from chunkmill.redact import redact_uri
-from chunkmill.transforms import tables
+from chunkmill.transforms import publish, sinks, sources
 from chunkmill.transforms.core import ChunkCorpus
 from chunkmill.transforms.storage import ObjectReader, local_roots
 from chunkmill.versions import chunkmill_version
@@ -26,7 +26,7 @@ def pipeline_options(settings: RunSettings) -> PipelineOptions:
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:
     """Adds the whole run to ``p``: list, chunk, diff, write, publish."""
-    files = p | "ListDocuments" >> tables.ListFiles(
+    files = p | "ListDocuments" >> sources.ListFiles(
         settings.inputs,
         exclude_prefix=settings.output,
         billing_project=settings.billing_project,
@@ -37,9 +37,9 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     inputs = {"files": files}
     # A first run has no prior: its graph has no step for one (fewer stages to start).
     if settings.prior_files:
-        inputs["prior"] = p | "ReadPriorManifest" >> tables.ReadManifest(settings.prior_files)
+        inputs["prior"] = p | "ReadPriorManifest" >> sources.ReadManifest(settings.prior_files)
     if settings.prior_errors:
-        inputs["prior_errors"] = p | "ReadPriorErrors" >> tables.ReadPriorErrors(
+        inputs["prior_errors"] = p | "ReadPriorErrors" >> sources.ReadPriorErrors(
             settings.prior_errors
         )
     # With --follow-symlinks a read may leave the input, as the listing allowed; otherwise a
@@ -48,15 +48,15 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     reader = ObjectReader(billing_project=settings.billing_project, within=within)
     # The occurrences are staged in the run's temporary folder, removed when the tables are
     # named.
-    temp = tables.temp_folder(settings.output, settings.run_id)
+    temp = sinks.temp_folder(settings.output, settings.run_id)
     corpus = inputs | "ChunkCorpus" >> ChunkCorpus(
         config=settings.config, read_bytes=reader, staged_folder=temp
     )
-    written = corpus | "WriteTables" >> tables.WriteTables(
+    written = corpus | "WriteTables" >> sinks.WriteTables(
         settings.output, settings.run_id, temp=temp
     )
-    policy = tables.PublishPolicy(settings.max_error_ratio, settings.max_removed_ratio)
-    _ = {"counts": corpus["counts"], "written": written} | "Publish" >> tables.PublishRun(
+    policy = publish.PublishPolicy(settings.max_error_ratio, settings.max_removed_ratio)
+    _ = {"counts": corpus["counts"], "written": written} | "Publish" >> publish.PublishRun(
         settings.output, settings.run_id, report_header(settings), policy
     )
 
@@ -95,7 +95,7 @@ def report_header(settings: RunSettings) -> dict[str, Any]:
             # chunks_over_model_window are the chunks to embed longer than it.
             "model_window": settings.config.model_window,
         },
-        # For the record; publishing is refused by graph.build's tables.PublishPolicy.
+        # For the record; publishing is refused by graph.build's publish.PublishPolicy.
         "limits": {
             **dataclasses.asdict(settings.config.limits),
             "max_error_ratio": settings.max_error_ratio,

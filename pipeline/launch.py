@@ -33,7 +33,7 @@ from apache_beam.runners.runner import PipelineResult
 from chunkmill import stores
 from chunkmill.pipeline import graph, runners
 from chunkmill.pipeline.options import DEFAULT_RUNNER, RunSettings, UsageError
-from chunkmill.transforms import runstate, tables
+from chunkmill.transforms import runstate
 
 # Runners that execute the pipeline inside this process.
 LOCAL_RUNNERS = frozenset(
@@ -146,7 +146,7 @@ def submit(settings: RunSettings) -> int:
     dry_run = options.view_as(TestOptions).dry_run
     if not dry_run:  # a dry run builds the job and writes nothing, not even a claim
         settings = claim(settings)
-    success = FileSystems.join(tables.run_dir(settings.output, settings.run_id), tables.SUCCESS)
+    success = FileSystems.join(runstate.run_dir(settings.output, settings.run_id), runstate.SUCCESS)
     try:
         result = start(settings, options)
     except Exception:
@@ -162,7 +162,7 @@ def submit(settings: RunSettings) -> int:
         return 0
     print(f"run {settings.run_id}  submitted to {name}: job {job_id(result)} ({result.state})")
     print(f"on success the job writes {success}")
-    print(f"then names the run in {FileSystems.join(settings.output, tables.LATEST)}")
+    print(f"then names the run in {FileSystems.join(settings.output, runstate.LATEST)}")
     print(f"follow it with: chunkmill runs list --output {settings.output}")
     return 0
 

@@ -38,7 +38,7 @@ from chunkmill.pipeline.options import RunSettings, UsageError
 from chunkmill.redact import redact_uri
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import prior as prior_parts
-from chunkmill.transforms import storage, tables
+from chunkmill.transforms import sources, storage
 
 _LOG = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def list_inputs(
     rules: storage.ListingRules | None = None,
 ) -> pa.Table:
     """One row per listed object (``uri``, ``doc_id``, ``size``, ``version``), listed by the
-    same code as ``tables.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
+    same code as ``sources.ListFiles`` (``storage.plan`` then ``storage.list_shard``, so
     the versions are the store's own: GCS generation, S3 ETag, else size and mtime; directory
     markers skipped) under the same ``rules`` (skipped objects and listing errors are not
     rows): objects under ``exclude_prefix`` left out, an object matched by two patterns
@@ -277,11 +277,11 @@ def _keep_first(kept: list[str], uri: str) -> None:
 
 def read_failures(paths: Sequence[str]) -> pa.Table:
     """The prior run's errors files as a table of ``_FAILURES``: one row per failed document,
-    read like the run reads them (``chunkmill.transforms.tables.prior_errors``)."""
+    read like the run reads them (``chunkmill.transforms.sources.prior_errors``)."""
     rows = [
         (doc, e.source_version, e.attempt_key, e.reason)
         for path in sorted(paths)
-        for doc, e in tables.prior_errors(path)
+        for doc, e in sources.prior_errors(path)
     ]
     return pa.table([list(col) for col in zip(*rows, strict=True)] or [[]] * 4, schema=_FAILURES)
 
@@ -342,7 +342,7 @@ def human_bytes(n: float) -> str:
 
 def removal_warning(removed: int, prior_docs: int, settings: RunSettings) -> str | None:
     """The warning line when ``run`` would refuse to publish these removals
-    (``--max-removed-ratio``, ``chunkmill.transforms.tables.check_removed_ratio``), else None."""
+    (``--max-removed-ratio``, ``chunkmill.transforms.publish.check_removed_ratio``), else None."""
     limit = settings.max_removed_ratio
     if limit is None or prior_docs == 0 or removed / prior_docs <= limit:
         return None

@@ -39,7 +39,7 @@ from apache_beam.io.filesystems import FileSystems
 from chunkmill import schema, stores
 from chunkmill.pipeline import options
 from chunkmill.pipeline.options import RunSettings, UsageError
-from chunkmill.transforms import lineage, runstate, storage, tables
+from chunkmill.transforms import lineage, runstate, storage
 
 MANIFEST = "manifest"
 # How to go on, said by every refusal of a run's state.
@@ -120,21 +120,21 @@ def _proven_listing(run_folder: str, name: str) -> tuple[list[str], dict[str, An
 
 
 def _success(run_folder: str, name: str) -> dict[str, Any]:
-    path = FileSystems.join(run_folder, tables.SUCCESS)
+    path = FileSystems.join(run_folder, runstate.SUCCESS)
     if not FileSystems.exists(path):
         raise _unfinished(run_folder, name)
     try:
         return runstate.read_success(path)
     except (ValueError, UnicodeDecodeError) as e:
         raise PriorRefused(
-            f"prior run {name} did not finish: its {tables.SUCCESS} is not a valid run report "
+            f"prior run {name} did not finish: its {runstate.SUCCESS} is not a valid run report "
             f"({_short(e)}); {_RECOVER}"
         ) from None
 
 
 def _unfinished(run_folder: str, name: str) -> PriorRefused:
     return PriorRefused(
-        f"prior run {name} did not finish (it has no {tables.SUCCESS}), so its manifest may be "
+        f"prior run {name} did not finish (it has no {runstate.SUCCESS}), so its manifest may be "
         f"partial; {_RECOVER}"
     )
 
@@ -145,18 +145,18 @@ def _check_listed(path: str, entry: dict[str, Any], size: int | None, name: str)
     rel = entry["path"]
     if size is None:
         raise PriorRefused(
-            f"prior run {name} is missing {rel} listed in its {tables.SUCCESS}; restore it, or "
+            f"prior run {name} is missing {rel} listed in its {runstate.SUCCESS}; restore it, or "
             f"{_RECOVER}"
         )
     if entry["bytes"] is not None and size != entry["bytes"]:
         raise PriorRefused(
-            f"prior run {name}'s {rel} has {size} bytes but its {tables.SUCCESS} records "
+            f"prior run {name}'s {rel} has {size} bytes but its {runstate.SUCCESS} records "
             f"{entry['bytes']} (cut short or replaced); restore it, or {_RECOVER}"
         )
     rows = check_footer(path)
     if entry["rows"] is not None and rows != entry["rows"]:
         raise PriorRefused(
-            f"prior run {name}'s {rel} holds {rows} rows but its {tables.SUCCESS} records "
+            f"prior run {name}'s {rel} holds {rows} rows but its {runstate.SUCCESS} records "
             f"{entry['rows']}; restore it, or {_RECOVER}"
         )
 
@@ -229,12 +229,12 @@ def same_shape(a: pa.Schema, b: pa.Schema) -> bool:
 
 
 def _finished(folder: str) -> bool:
-    return FileSystems.exists(FileSystems.join(folder, tables.SUCCESS))
+    return FileSystems.exists(FileSystems.join(folder, runstate.SUCCESS))
 
 
 def _is_run_folder(folder: str) -> bool:
     """Under ``OUTPUT/runs/``: a run that may not have finished."""
-    return posixpath.basename(posixpath.dirname(folder)) == tables.RUNS
+    return posixpath.basename(posixpath.dirname(folder)) == runstate.RUNS
 
 
 def _matches(glob: str) -> list[Any]:
@@ -272,7 +272,7 @@ def check_run(settings: RunSettings) -> RunSettings:
             raise UsageError(f"argument --input: {pattern!r} matches no file")
     check_writable(settings.output)
     # Checked here so `plan` says it too; the claim at launch is what makes it race-free.
-    run_folder = tables.run_dir(settings.output, settings.run_id)
+    run_folder = runstate.run_dir(settings.output, settings.run_id)
     if settings.run_id_given and has_match(FileSystems.join(run_folder, "**")):
         raise UsageError(
             f"argument --run-id: run {settings.run_id!r} already exists in {settings.output}; "
@@ -302,7 +302,7 @@ def latest_or_none(output: str) -> str | None:
         latest = runstate.read_latest(output)
     except runstate.BadLatest:
         return None
-    if latest is None or not _finished(tables.run_dir(output, latest)):
+    if latest is None or not _finished(runstate.run_dir(output, latest)):
         return None
     return latest
 
@@ -362,10 +362,10 @@ def resolve_prior(
         if prior_run is None:
             return "auto", None, None, (), ()
         try:
-            proven = prove_run(tables.run_dir(output, prior_run), prior_run)
+            proven = prove_run(runstate.run_dir(output, prior_run), prior_run)
         except PriorRefused as e:
             raise UsageError(str(e)) from None
-        glob = FileSystems.join(tables.table_dir(output, prior_run, "manifest"), "*.parquet")
+        glob = FileSystems.join(runstate.table_dir(output, prior_run, "manifest"), "*.parquet")
         return "auto", glob, prior_run, proven.files, proven.errors
     try:
         proven = prove_path(options.absolute(mode))
@@ -406,19 +406,19 @@ def finished_run(output: str, run_id: str | None) -> str:
             raise UsageError(f"no run in {output} yet; run `chunkmill run --output {output}` first")
     elif not runstate.is_run_id(run_id):
         raise UsageError(f"argument RUN: {run_id!r} is not a run id")
-    success = FileSystems.join(tables.run_dir(output, run_id), tables.SUCCESS)
+    success = FileSystems.join(runstate.run_dir(output, run_id), runstate.SUCCESS)
     if FileSystems.exists(success):
         try:
             runstate.read_success(success)
         except runstate.CorruptSuccess as e:
             raise UsageError(
-                f"run {run_id!r} in {output} cannot be reported: its {tables.SUCCESS} is damaged "
+                f"run {run_id!r} in {output} cannot be reported: its {runstate.SUCCESS} is damaged "
                 f"({e}); it did not finish as far as chunkmill is concerned"
             ) from None
         return run_id
-    if has_match(FileSystems.join(tables.run_dir(output, run_id), "**")):
+    if has_match(FileSystems.join(runstate.run_dir(output, run_id), "**")):
         raise UsageError(
-            f"run {run_id!r} in {output} did not finish (it has no {tables.SUCCESS}); "
+            f"run {run_id!r} in {output} did not finish (it has no {runstate.SUCCESS}); "
             "there is nothing to report"
         )
     try:

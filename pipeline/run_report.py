@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline import report as run_summary
 from chunkmill.redact import redact_text, redact_uri
-from chunkmill.transforms import tables
+from chunkmill.transforms import parquet_io, runstate
 
 REPORT_FILE = "report.html"
 TOP_DOCUMENTS = 10
@@ -180,7 +180,7 @@ def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
     columns = ["source_uri", "chunk_index", "token_count", "strategy", "doc_format", "is_new"]
     parts: list[pa.Table] = []
     part_rows, compact_at = 0, _COMPACT_ROWS
-    for t in tables.read_parquet_batches(paths, columns):
+    for t in parquet_io.read_parquet_batches(paths, columns):
         by_size = t.group_by(["strategy", "token_count"]).aggregate([("token_count", "count")])
         for row in by_size.to_pylist():
             stats.tokens[row["strategy"]][row["token_count"]] += row["token_count_count"]
@@ -221,7 +221,7 @@ def _read_manifest(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_chunks(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in tables.read_parquet_batches(paths, ["strategy", "token_count"]):
+    for t in parquet_io.read_parquet_batches(paths, ["strategy", "token_count"]):
         g = t.group_by("strategy").aggregate([("token_count", "count"), ("token_count", "sum")])
         for row in g.to_pylist():
             acc = stats.to_embed[row["strategy"]]
@@ -230,7 +230,7 @@ def _read_chunks(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in tables.read_parquet_batches(paths, ["source_uri", "stage", "reason", "message"]):
+    for t in parquet_io.read_parquet_batches(paths, ["source_uri", "stage", "reason", "message"]):
         for row in t.to_pylist():
             e = stats.errors[row["reason"]]
             e.documents += 1
@@ -243,7 +243,7 @@ def _read_errors(stats: RunStats, paths: Sequence[str]) -> None:
 
 
 def _read_removed(stats: RunStats, paths: Sequence[str]) -> None:
-    for t in tables.read_parquet_batches(paths, ["removed_reason"]):
+    for t in parquet_io.read_parquet_batches(paths, ["removed_reason"]):
         counts = pc.value_counts(t["removed_reason"])
         for item in counts.to_pylist():
             stats.removed[item["values"]] += item["counts"]
@@ -251,8 +251,8 @@ def _read_removed(stats: RunStats, paths: Sequence[str]) -> None:
 
 def read_run(output: str, run_id: str) -> RunStats:
     """Reads ``_SUCCESS`` and the four tables of a finished run."""
-    base = tables.run_dir(output, run_id)
-    report = json.loads(tables.read_text(FileSystems.join(base, tables.SUCCESS)))
+    base = runstate.run_dir(output, run_id)
+    report = json.loads(runstate.read_text(FileSystems.join(base, runstate.SUCCESS)))
     stats = RunStats(report)
     _read_manifest(stats, _table_files(report, base, "manifest"))
     _read_chunks(stats, _table_files(report, base, "chunks"))
@@ -309,6 +309,6 @@ def write_report(output: str, run_id: str) -> tuple[RunStats, str]:
     from chunkmill.pipeline.report_html import render_html
 
     stats = read_run(output, run_id)
-    page = FileSystems.join(tables.run_dir(output, run_id), REPORT_FILE)
-    tables.write_text(page, render_html(stats))
+    page = FileSystems.join(runstate.run_dir(output, run_id), REPORT_FILE)
+    runstate.write_text(page, render_html(stats))
     return stats, page

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill.pipeline.options import UsageError
-from chunkmill.transforms import lineage, runstate, tables, textstore
+from chunkmill.transforms import lineage, parquet_io, runstate, textstore
 
 # The lease of the runs gc at work on an output (chunkmill.transforms.lease).
 GC_LEASE = "_GC"
@@ -60,7 +60,7 @@ class RunInfo:
     files: int
     prior: str | None = None  # unfinished: the run it diffs against, from its claim
     # Unfinished: the run LATEST named at its launch, from its claim; without a prior run the
-    # run compares its documents with that run's when it publishes (tables.replaced_state).
+    # run compares its documents with that run's when it publishes (publish.replaced_state).
     after: str | None = None
     corrupt: str | None = None  # what is wrong with its _SUCCESS, if it has a damaged one
     tables: dict[str, list[dict[str, Any]]] | None = None  # finished: its tables' files
@@ -82,16 +82,16 @@ class RunInfo:
 
     @property
     def order(self) -> tuple[str, int, str, str]:
-        """The order LATEST follows (transforms.tables.finished_runs): by chain, then clock."""
+        """The order LATEST follows (transforms.publish.finished_runs): by chain, then clock."""
         return runstate.run_order(self.started_at, self.run_id, self.chain)
 
 
 def list_runs(output: str) -> list[RunInfo]:
     """Every run folder under ``output``: finished ones by start, then unfinished ones
     (including those with a damaged ``_SUCCESS``) by last write."""
-    pattern = FileSystems.join(output, tables.RUNS, "**")
+    pattern = FileSystems.join(output, runstate.RUNS, "**")
     files = FileSystems.match([pattern])[0].metadata_list
-    root = FileSystems.join(output, tables.RUNS) + "/"
+    root = FileSystems.join(output, runstate.RUNS) + "/"
     by_run: dict[str, list[Any]] = {}
     for meta in files:
         if meta.path.startswith(root):
@@ -99,7 +99,7 @@ def list_runs(output: str) -> list[RunInfo]:
             by_run.setdefault(run_id, []).append(meta)
     runs = []
     for run_id, metas in by_run.items():
-        success = [m for m in metas if m.path == FileSystems.join(root + run_id, tables.SUCCESS)]
+        success = [m for m in metas if m.path == FileSystems.join(root + run_id, runstate.SUCCESS)]
         report: dict[str, Any] = {}
         corrupt = None
         if success:
@@ -231,11 +231,11 @@ def keep_live_text(
         return list(decisions)
     try:
         live = _hashes(output, runs[latest], "manifest")
-    except tables.UnreadableTable as e:
+    except parquet_io.UnreadableTable as e:
         raise LiveStateUnreadable(f"LATEST's manifest cannot be read: {e}") from None
     for d in decisions:  # texts that a kept run holds anyway
         if not d.delete and d.run.finished and len(live):
-            with contextlib.suppress(tables.UnreadableTable):
+            with contextlib.suppress(parquet_io.UnreadableTable):
                 live = live.filter(pc.invert(pc.is_in(live, _hashes(output, d.run, "chunks"))))
     kept: dict[str, Decision] = {}
     candidates = [d for d in decisions if d.delete and d.run.finished]
@@ -244,7 +244,7 @@ def keep_live_text(
             break
         try:
             held = pc.is_in(live, _hashes(output, d.run, "chunks"))
-        except tables.UnreadableTable as e:
+        except parquet_io.UnreadableTable as e:
             kept[d.run.run_id] = Decision(d.run, False, f"its chunks/ cannot be read: {e}")
             continue
         count = pc.sum(held).as_py() or 0
@@ -257,9 +257,9 @@ def keep_live_text(
 
 def _hashes(output: str, run: RunInfo, table: str) -> pa.Array:
     """The distinct chunk hashes of one table of a finished run."""
-    base = tables.run_dir(output, run.run_id)
+    base = runstate.run_dir(output, run.run_id)
     paths = [FileSystems.join(base, f["path"]) for f in (run.tables or {}).get(table, [])]
-    parts = [b["chunk_hash"] for b in tables.read_parquet_batches(paths, ["chunk_hash"])]
+    parts = [b["chunk_hash"] for b in parquet_io.read_parquet_batches(paths, ["chunk_hash"])]
     chunks = [c for part in parts for c in part.chunks]
     return pc.unique(pa.chunked_array(chunks, pa.string()))
 
@@ -294,7 +294,7 @@ def state_files(output: str, run_id: str | None) -> StateFiles:
     run = runs[run_id]
 
     def files(r: RunInfo, table: str) -> list[str]:
-        base = tables.run_dir(output, r.run_id)
+        base = runstate.run_dir(output, r.run_id)
         return [FileSystems.join(base, f["path"]) for f in (r.tables or {}).get(table, [])]
 
     try:
@@ -309,7 +309,7 @@ def state_files(output: str, run_id: str | None) -> StateFiles:
 
 
 def delete_run(output: str, run_id: str) -> None:
-    path = tables.run_dir(output, run_id)
+    path = runstate.run_dir(output, run_id)
     # Object stores delete a whole prefix when the path ends in "/"; the local file system
     # deletes a directory tree when given the directory itself (with "/" it globs "*",
     # which matches only the files directly inside).

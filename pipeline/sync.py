@@ -72,15 +72,15 @@ def plan(
     compared (``index_digest.compare``)."""
     from chunkmill import index_digest
     from chunkmill.pipeline.runs import state_files
-    from chunkmill.transforms import embedstore, tables
+    from chunkmill.transforms import embedstore, parquet_io
 
     state = state_files(settings.output, None)
     columns = ["chunk_id", *vector_index.METADATA]
 
     def manifest() -> Iterator[pa.Table]:
-        return tables.read_parquet_batches(state.manifest, columns)
+        return parquet_io.read_parquet_batches(state.manifest, columns)
 
-    state_rows = sum(tables.footer_rows(path) for path in state.manifest)
+    state_rows = sum(parquet_io.footer_rows(path) for path in state.manifest)
 
     def vectors(share: int, shares: int) -> index_digest.VectorDigests:
         stored = embedstore.read_vectors(settings.output, model_key)
@@ -113,7 +113,7 @@ def incremental_plan(
 def rows_to_write(settings: SyncSettings, planned: Plan, model_key: str) -> pa.Table | None:
     """The manifest rows to write, with ``text`` and ``vector`` (None when there are none);
     raises ``Missing`` naming what to run when a text or a vector is not there."""
-    from chunkmill.transforms import embedstore, tables
+    from chunkmill.transforms import embedstore, parquet_io
 
     ids = planned.drift.to_write
     if not len(ids):
@@ -123,7 +123,7 @@ def rows_to_write(settings: SyncSettings, planned: Plan, model_key: str) -> pa.T
     texts = _first_of(
         (
             t.select(["chunk_hash", "text", "text_with_context"])
-            for t in tables.read_parquet_batches(
+            for t in parquet_io.read_parquet_batches(
                 planned.chunks_files, ["chunk_hash", "text", "text_with_context"]
             )
         ),

@@ -22,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import index_digest, vector_index
 from chunkmill.pipeline.runs import RunInfo, StateFiles, list_runs
-from chunkmill.transforms import lineage, tables
+from chunkmill.transforms import lineage, parquet_io, runstate
 
 # The per-document columns whose change means a document was chunked again.
 _DOCUMENT = ("doc_id", "content_sha256", "config_fingerprint")
@@ -64,7 +64,7 @@ def delta(output: str, state: StateFiles, applied: tuple[str, str] | None, model
     for run in [since, *chain]:
         if run not in finished:
             raise NoShortcut(f"run {run} is gone or unfinished")
-    state_rows = sum(tables.footer_rows(path) for path in state.manifest)
+    state_rows = sum(parquet_io.footer_rows(path) for path in state.manifest)
     if not chain:
         empty = pa.array([], pa.string())
         drift = vector_index.Drift(empty, empty, empty, empty, empty, empty, empty)
@@ -76,7 +76,7 @@ def delta(output: str, state: StateFiles, applied: tuple[str, str] | None, model
         columns = ["chunk_id", *vector_index.METADATA]
         was = _rows_of(before, columns, touched)
         now = _rows_of(state.manifest, columns, touched)
-    except tables.UnreadableTable as e:
+    except parquet_io.UnreadableTable as e:
         raise NoShortcut(f"a table of the runs in between cannot be read: {e}") from None
     _, rows, drift = index_digest.state_delta(was, now)
     return Delta(since, chain[::-1], len(touched), drift, rows, state_rows)
@@ -86,7 +86,7 @@ def _files(output: str, run: RunInfo, table: str) -> list[str]:
     listed = (run.tables or {}).get(table)
     if listed is None:
         raise NoShortcut(f"run {run.run_id} has no {table}/ table (written by an older release)")
-    base = tables.run_dir(output, run.run_id)
+    base = runstate.run_dir(output, run.run_id)
     return [FileSystems.join(base, f["path"]) for f in listed]
 
 
@@ -95,7 +95,7 @@ def _touched(output: str, runs: Sequence[RunInfo]) -> pa.Array:
     found: list[pa.Array] = []
     for run in runs:
         for table in ("added", "removed"):
-            for batch in tables.read_parquet_batches(_files(output, run, table), ["doc_id"]):
+            for batch in parquet_io.read_parquet_batches(_files(output, run, table), ["doc_id"]):
                 found.append(pc.unique(batch["doc_id"]).cast(pa.string()))
     return _unique(found)
 
@@ -103,7 +103,7 @@ def _touched(output: str, runs: Sequence[RunInfo]) -> pa.Array:
 def _documents(paths: Sequence[str]) -> pa.Table:
     """One row per document of a manifest: ``doc_id`` and ``key``, its content and config."""
     parts = [pa.table({"doc_id": pa.array([], pa.string()), "key": pa.array([], pa.string())})]
-    for batch in tables.read_parquet_batches(paths, _DOCUMENT):
+    for batch in parquet_io.read_parquet_batches(paths, _DOCUMENT):
         key = pc.binary_join_element_wise(*(batch[c] for c in _DOCUMENT), "\x1f")
         found = pa.table({"doc_id": batch["doc_id"], "key": key})
         parts.append(found.group_by(["doc_id", "key"]).aggregate([]).select(["doc_id", "key"]))
@@ -125,7 +125,7 @@ def _rows_of(paths: Sequence[str], columns: Sequence[str], documents: pa.Array) 
     from chunkmill import schema
 
     kept = [pa.table({c: pa.array([], schema.MANIFEST.field(c).type) for c in columns})]
-    for batch in tables.read_parquet_batches(paths, columns):
+    for batch in parquet_io.read_parquet_batches(paths, columns):
         rows = batch.filter(pc.is_in(batch["doc_id"], value_set=documents))
         if rows.num_rows:
             kept.append(rows.cast(kept[0].schema))

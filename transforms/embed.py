@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult
 
 from chunkmill import embedding
-from chunkmill.transforms import embedstore, tables
+from chunkmill.transforms import embedstore, parquet_io
 
 
 class EncoderHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
@@ -71,7 +71,7 @@ def texts_of(path: str, needed: pa.Array) -> Iterator[tuple[str, str]]:
     """``(chunk_hash, text embedded)`` of the rows of one chunks/ file whose hash is in
     ``needed``: the text with its context where the run added one (the hash is of that)."""
     columns = ["chunk_hash", "text", "text_with_context"]
-    for batch in tables.read_parquet_batches([path], columns):
+    for batch in parquet_io.read_parquet_batches([path], columns):
         batch = batch.filter(pc.is_in(batch["chunk_hash"], value_set=needed))
         embedded = pc.coalesce(batch["text_with_context"], batch["text"])
         yield from zip(batch["chunk_hash"].to_pylist(), embedded.to_pylist(), strict=True)

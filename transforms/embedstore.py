@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.transforms import lease, runstate, storage, tables
+from chunkmill.transforms import lease, parquet_io, runstate, storage
 
 EMBEDDINGS = "embeddings"
 MODEL_INFO = "model.json"
@@ -124,7 +124,7 @@ def read_model_info(output: str, key: str) -> dict[str, Any] | None:
     if not FileSystems.exists(path):
         return None
     try:
-        info = json.loads(tables.read_text(path))
+        info = json.loads(runstate.read_text(path))
         body = {k: v for k, v in info.items() if k != _INFO_SHA}
         sound = body.get("key") == key and info.get(_INFO_SHA, _info_sha(body)) == _info_sha(body)
     except (ValueError, AttributeError):  # not UTF-8, not JSON, not an object
@@ -246,7 +246,7 @@ def read_vectors(
         t = read_part(output, key, path)
         if hashes is not None:
             t = t.filter(pc.is_in(t["chunk_hash"], value_set=hashes))
-        for batch in t.to_batches(max_chunksize=tables.PARQUET_BATCH_ROWS):
+        for batch in t.to_batches(max_chunksize=parquet_io.PARQUET_BATCH_ROWS):
             if batch.num_rows:
                 yield pa.Table.from_batches([batch])
 

@@ -32,12 +32,14 @@ def main(argv: Sequence[str]) -> int:
     settings = parse(argv)
     from chunkmill.pipeline import plan as run_plan
     from chunkmill.pipeline import preflight
-    from chunkmill.transforms import runstate, tables
+    from chunkmill.transforms import parquet_io, runstate
 
     settings = preflight.check_run(settings)
     try:
         planned = run_plan.make_plan(settings)
-    except tables.UnreadableTable as e:  # the prior manifest's footers were proven, not its pages
+    except (
+        parquet_io.UnreadableTable
+    ) as e:  # the prior manifest's footers were proven, not its pages
         raise UsageError(
             f"the prior manifest cannot be read ({e}); restore the file, or "
             f"{runstate.RECOVER_PRIOR}"

@@ -295,7 +295,7 @@ def main(argv: Sequence[str]) -> int:
     from apache_beam.io.filesystems import FileSystems
 
     from chunkmill.pipeline import graph, interrupts, launch, progress, report
-    from chunkmill.transforms import runstate, tables
+    from chunkmill.transforms import runstate
 
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
@@ -336,8 +336,8 @@ def main(argv: Sequence[str]) -> int:
         return 1
     finally:
         shown.stop()
-    success = FileSystems.join(tables.run_dir(settings.output, settings.run_id), tables.SUCCESS)
-    run_report = json.loads(tables.read_text(success))
+    success = FileSystems.join(runstate.run_dir(settings.output, settings.run_id), runstate.SUCCESS)
+    run_report = json.loads(runstate.read_text(success))
     print(report.summary(run_report, time.monotonic() - started))
     if settings.inputs == (str(SAMPLE_CORPUS / "**"),):  # the demo: show where to go next
         print(next_steps(settings.output, settings.run_id))

@@ -56,9 +56,9 @@ def run(*args: str) -> None:
 def report(output: str, run_id: str) -> dict:
     import json
 
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import runstate
 
-    return json.loads(tables.read_text(f"{output}/runs/{run_id}/{tables.SUCCESS}"))
+    return json.loads(runstate.read_text(f"{output}/runs/{run_id}/{runstate.SUCCESS}"))
 
 
 def test_gcs_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(gcs, corpus, tmp_path):

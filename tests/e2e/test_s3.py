@@ -12,7 +12,7 @@ import pytest
 
 from chunkmill import ids, schema, stores
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import storage, tables
+from chunkmill.transforms import runstate, storage
 from tests.e2e.stores import comparable, read_table, s3_emulator, s3_env, store_env
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def run(*args: str) -> None:
 
 
 def report(output: str, run_id: str) -> dict:
-    return json.loads(tables.read_text(f"{output}/runs/{run_id}/{tables.SUCCESS}"))
+    return json.loads(runstate.read_text(f"{output}/runs/{run_id}/{runstate.SUCCESS}"))
 
 
 def test_s3_runs_equal_local_runs_and_the_rerun_reads_nothing_unchanged(s3, corpus, tmp_path):

@@ -17,7 +17,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from chunkmill import schema
 from chunkmill.items import PriorError, PriorPart, Skipped, SourceFile
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import tables
+from chunkmill.transforms import publish, sinks, sources
 
 H1, H2 = "a" * 64, "b" * 64
 
@@ -59,7 +59,7 @@ def test_list_files_finds_documents_and_skips_what_is_not_text_or_is_excluded(tm
     (docs / "drafts").mkdir()
     (docs / "drafts" / "c.md").write_text("c")
     with pipeline() as p:
-        listed = p | tables.ListFiles([f"{docs}/**"], exclude=["drafts/**"])
+        listed = p | sources.ListFiles([f"{docs}/**"], exclude=["drafts/**"])
         files = listed | beam.Filter(lambda x: isinstance(x, SourceFile))
         names = files | beam.Map(lambda f: (f.uri, f.size_bytes))
         assert_that(
@@ -78,7 +78,7 @@ def test_list_files_finds_documents_and_skips_what_is_not_text_or_is_excluded(tm
 def test_list_files_finds_an_object_two_patterns_match_under_each(tmp_path: Path):
     (tmp_path / "a.md").write_text("a")
     with pipeline() as p:
-        listed = p | tables.ListFiles([f"{tmp_path}/*.md", f"{tmp_path}/**"])
+        listed = p | sources.ListFiles([f"{tmp_path}/*.md", f"{tmp_path}/**"])
         uris = listed | beam.Map(lambda f: f.uri)
         # Listed by both patterns; ChunkCorpus joins them into one document by doc_id.
         assert_that(uris, equal_to([f"{tmp_path}/a.md", f"{tmp_path}/a.md"]))
@@ -93,7 +93,7 @@ def test_read_manifest_yields_every_row_group_of_exactly_the_files_given(tmp_pat
     pq.write_table(pa.Table.from_pylist(rows, schema=schema.MANIFEST), path, row_group_size=2)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema.MANIFEST), tmp_path / "stray.parquet")
     with pipeline() as p:
-        parts = p | tables.ReadManifest([str(path)])
+        parts = p | sources.ReadManifest([str(path)])
         assert_that(parts, equal_to([PriorPart(str(path), g) for g in range(3)]))
 
 
@@ -101,11 +101,11 @@ def test_read_manifest_of_no_files_is_empty_and_of_a_damaged_file_refuses_the_ru
     tmp_path: Path,
 ):
     with pipeline() as p:
-        assert_that(p | tables.ReadManifest([]), equal_to([]))
+        assert_that(p | sources.ReadManifest([]), equal_to([]))
     cut = tmp_path / "cut.parquet"
     cut.write_bytes(b"PAR1 cut short")
     with pytest.raises(Exception) as raised, pipeline() as p:
-        _ = p | tables.ReadManifest([str(cut)])
+        _ = p | sources.ReadManifest([str(cut)])
     assert "cut.parquet" in str(raised.value)
     assert isinstance(raised.value, RunRefused) or "RunRefused" in str(raised.value)
 
@@ -132,7 +132,7 @@ def test_read_prior_errors_yields_one_prior_error_per_row(tmp_path: Path):
     ]
     pq.write_table(pa.Table.from_pylist(rows, schema=schema.ERRORS), path)
     with pipeline() as p:
-        errors = p | tables.ReadPriorErrors([str(path)])
+        errors = p | sources.ReadPriorErrors([str(path)])
         expected = PriorError("gen=7", "k" * 32, "extract", "corrupt", "bad xref", "c" * 64)
         assert_that(errors, equal_to([("d1", expected)]))
 
@@ -148,7 +148,7 @@ def test_write_tables_writes_each_table_with_its_schema_and_checksums(tmp_path: 
             name: p | f"Rows{name}" >> beam.Create([manifest] if name == "manifest" else [])
             for name in schema.TABLES
         }
-        written = inputs | tables.WriteTables(str(out), "r1")
+        written = inputs | sinks.WriteTables(str(out), "r1")
         assert_that(
             written | beam.Map(lambda path: Path(path).parent.name),
             equal_to(sorted(schema.TABLES)),
@@ -175,7 +175,7 @@ def _publish(out: Path, run_id: str, counts: dict, report: dict, policy=None) ->
             "counts": p | "Counts" >> beam.Create([counts]),
             "written": p | "Written" >> beam.Create([str(path)]),
         }
-        _ = inputs | tables.PublishRun(str(out), run_id, report, policy or tables.PublishPolicy())
+        _ = inputs | publish.PublishRun(str(out), run_id, report, policy or publish.PublishPolicy())
 
 
 def test_publish_run_writes_success_with_every_file_then_latest(tmp_path: Path):
@@ -193,6 +193,6 @@ def test_publish_run_refuses_a_night_over_the_error_ratio_and_publishes_nothing(
     counts = {"docs_listed": 4, "docs_failed": 3}
     report = {"run_id": "r1", "started_at": "2026-11-23T00:00:00Z"}
     with pytest.raises(Exception, match="--max-error-ratio"):
-        _publish(tmp_path, "r1", counts, report, tables.PublishPolicy(max_error_ratio=0.5))
+        _publish(tmp_path, "r1", counts, report, publish.PublishPolicy(max_error_ratio=0.5))
     assert not (tmp_path / "runs" / "r1" / "_SUCCESS").exists()
     assert not (tmp_path / "LATEST").exists()

@@ -97,7 +97,7 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from chunkmill.transforms import tables
+    from chunkmill.transforms import sources
 
     old = tmp_path / "old.parquet"  # written before source_version and attempt_key existed
     pq.write_table(
@@ -113,13 +113,13 @@ def test_prior_errors_files_of_older_runs_and_broken_ones_mean_trying_again(tmp_
         ),
         old,
     )
-    ((doc, error),) = list(tables.prior_errors(str(old)))
+    ((doc, error),) = list(sources.prior_errors(str(old)))
     assert doc == "d1" and error == PriorError(None, None, "extract", "corrupt", "bad", "s")
     assert not carryover.is_known_failure(error, "v1", KEY)
 
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 cut short")
-    assert list(tables.prior_errors(str(broken))) == []
+    assert list(sources.prior_errors(str(broken))) == []
     assert "broken.parquet is unreadable" in caplog.text
 
 

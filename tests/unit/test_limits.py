@@ -12,7 +12,7 @@ from chunkmill.pipeline import graph
 from chunkmill.pipeline.cli import main
 from chunkmill.pipeline.commands.run import run_settings
 from chunkmill.refusal import RunRefused, refusal_line
-from chunkmill.transforms.tables import check_error_ratio, check_removed_ratio
+from chunkmill.transforms.publish import check_error_ratio, check_removed_ratio
 
 
 @pytest.mark.parametrize(

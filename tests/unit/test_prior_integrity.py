@@ -16,7 +16,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from chunkmill import schema
 from chunkmill.items import PriorPart
 from chunkmill.refusal import RunRefused, refusal_line
-from chunkmill.transforms import prior, tables
+from chunkmill.transforms import parquet_io, prior, sinks
 
 
 def hand_rows(n: int) -> list[dict]:
@@ -130,7 +130,7 @@ def test_report_and_plan_reads_verify_page_checksums(tmp_path):
     path = write(tmp_path / "part-0.parquet", rows)
     flip_a_hash(path, rows)
     with pytest.raises(OSError, match="(?i)checksum|crc"):
-        list(tables.read_parquet_batches([str(path)], ["chunk_hash"]))
+        list(parquet_io.read_parquet_batches([str(path)], ["chunk_hash"]))
 
 
 @pytest.mark.parametrize("damage", ["cut_short", "not_parquet"])
@@ -138,8 +138,8 @@ def test_report_and_plan_reads_name_a_file_that_is_not_whole_parquet(tmp_path, d
     path = write(tmp_path / "part-0.parquet", hand_rows(20))
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] if damage == "cut_short" else b"not parquet")
-    with pytest.raises(tables.UnreadableTable, match=str(path)):
-        list(tables.read_parquet_batches([str(path)], ["chunk_hash"]))
+    with pytest.raises(parquet_io.UnreadableTable, match=str(path)):
+        list(parquet_io.read_parquet_batches([str(path)], ["chunk_hash"]))
 
 
 def test_refusal_line_survives_pickling_and_wrapping():
@@ -174,7 +174,7 @@ def _write_tables(manifest: pa.Table, output: Path) -> dict[str, list[Path]]:
             name: p | f"Rows{name}" >> beam.Create([manifest] if name == "manifest" else [])
             for name in schema.TABLES
         }
-        _ = inputs | tables.WriteTables(str(output), "r1")
+        _ = inputs | sinks.WriteTables(str(output), "r1")
     run = output / "runs" / "r1"
     assert sorted(f.name for f in run.iterdir()) == sorted(schema.TABLES)  # no temporary folder
     return {name: sorted((run / name).iterdir()) for name in schema.TABLES}

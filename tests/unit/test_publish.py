@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.transforms import lineage, tables
+from chunkmill.transforms import lineage
+from chunkmill.transforms import publish as publishing
 
 
 def report(run_id: str, started_at: str) -> dict:
@@ -20,7 +21,7 @@ def report(run_id: str, started_at: str) -> dict:
 
 
 def publish(output: Path, run_id: str, started_at: str) -> str:
-    return tables.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
+    return publishing.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
 
 
 def latest(output: Path) -> str:
@@ -30,7 +31,7 @@ def latest(output: Path) -> str:
 def test_first_publish_names_itself(tmp_path):
     publish(tmp_path, "r1", "2026-11-20T01:00:00Z")
     assert latest(tmp_path) == "r1"
-    assert tables.finished_runs(str(tmp_path)) == [("2026-11-20T01:00:00Z", "r1")]
+    assert publishing.finished_runs(str(tmp_path)) == [("2026-11-20T01:00:00Z", "r1")]
 
 
 def test_a_run_that_finishes_after_a_newer_one_does_not_move_latest_back(tmp_path, caplog):
@@ -69,7 +70,7 @@ def test_a_time_to_the_second_orders_as_its_first_microsecond(tmp_path):
     publish(tmp_path, "old", "2026-11-21T01:00:00Z")
     assert latest(tmp_path) == "new"
     publish(tmp_path, "older", "2026-11-21T00:59:59.999999Z")
-    assert [r for _, r in tables.finished_runs(str(tmp_path))] == ["older", "old", "new"]
+    assert [r for _, r in publishing.finished_runs(str(tmp_path))] == ["older", "old", "new"]
 
 
 def test_stale_rename_landing_last_is_repaired(tmp_path, monkeypatch):
@@ -125,7 +126,7 @@ def test_no_finished_runs(tmp_path, missing):
     if missing:
         (tmp_path / missing).mkdir()
         (tmp_path / "runs" / "dead").mkdir()  # a run that never finished
-    assert tables.finished_runs(str(tmp_path)) == []
+    assert publishing.finished_runs(str(tmp_path)) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def launch_and_publish(output: Path, run_id: str, now: dt.datetime, *extra: str)
 
     settings = settings_at(output, run_id, now, *extra)
     header = graph.report_header(settings)
-    return tables.publish(None, {}, [], str(output), run_id, header)
+    return publishing.publish(None, {}, [], str(output), run_id, header)
 
 
 def success(output: Path, run_id: str) -> dict:
@@ -165,7 +166,7 @@ def test_a_run_launched_with_its_clock_ahead_does_not_pin_latest(tmp_path, caplo
         assert latest(tmp_path) == run_id
     assert success(tmp_path, "night3")["prior"]["after"] == "night2"
     assert "keeps naming" not in caplog.text
-    assert [r for _, r in tables.finished_runs(str(tmp_path))] == ["night1", "night2", "night3"]
+    assert [r for _, r in publishing.finished_runs(str(tmp_path))] == ["night1", "night2", "night3"]
 
 
 def test_a_run_without_a_prior_records_the_run_it_comes_after(tmp_path):
@@ -183,9 +184,9 @@ def test_an_ancestor_publishing_again_does_not_take_latest_back(tmp_path):
     ahead = settings_at(tmp_path, "night1", NIGHT + AHEAD)
     from chunkmill.pipeline import graph
 
-    tables.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    publishing.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
     launch_and_publish(tmp_path, "night2", NIGHT)
-    tables.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    publishing.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
     assert latest(tmp_path) == "night2"
 
 
@@ -197,8 +198,8 @@ def test_siblings_order_by_their_clocks(tmp_path, caplog):
     launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
     early = settings_at(tmp_path, "early", NIGHT)
     late = settings_at(tmp_path, "late", NIGHT + dt.timedelta(minutes=5))
-    tables.publish(None, {}, [], str(tmp_path), "late", graph.report_header(late))
-    tables.publish(None, {}, [], str(tmp_path), "early", graph.report_header(early))
+    publishing.publish(None, {}, [], str(tmp_path), "late", graph.report_header(late))
+    publishing.publish(None, {}, [], str(tmp_path), "early", graph.report_header(early))
     assert latest(tmp_path) == "late"
     assert "LATEST keeps naming late" in caplog.text
 
@@ -212,7 +213,7 @@ def test_the_order_survives_gc_deleting_the_runs_between(tmp_path):
     launch_and_publish(tmp_path, "night2", NIGHT)
     launch_and_publish(tmp_path, "night3", NIGHT + dt.timedelta(minutes=30))
     shutil.rmtree(tmp_path / "runs" / "night2")
-    assert tables.point_latest_at_newest(str(tmp_path), "night3") == "night3"
+    assert publishing.point_latest_at_newest(str(tmp_path), "night3") == "night3"
 
 
 def test_gc_follows_the_chain(tmp_path):

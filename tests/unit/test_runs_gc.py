@@ -1,5 +1,5 @@
 """``chunkmill runs list`` / ``runs gc``: the keep policy as a pure function, then the CLI
-on run folders published by transforms.tables.publish (the same code a pipeline runs)."""
+on run folders published by transforms.publish.publish (the same code a pipeline runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from chunkmill.pipeline.cli import main
 from chunkmill.pipeline.runs import RunInfo, list_runs, plan_gc
-from chunkmill.transforms import runstate, tables
+from chunkmill.transforms import publish as publishing
+from chunkmill.transforms import runstate
 
 NOW = 2_000_000_000.0
 HOUR = 3600.0
@@ -76,7 +77,7 @@ def publish(output: Path, run_id: str, day: int, counts: dict | None = None) -> 
     table.mkdir(parents=True)
     (table / "part-0.parquet").write_bytes(b"PAR1")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    tables.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
+    publishing.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
 
 
 def dead_run(output: Path, run_id: str, idle_hours: float) -> Path:
@@ -193,7 +194,7 @@ def publish_hashes(output: Path, run_id: str, day: int, chunks: str, manifest: s
         pq.write_table(pa.table({"chunk_hash": pa.array(list(hashes), pa.string())}), path)
         written.append(str(path))
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    tables.publish(None, {"docs_listed": day}, written, str(output), run_id, report)
+    publishing.publish(None, {"docs_listed": day}, written, str(output), run_id, report)
 
 
 def texts_left(output: Path) -> set[str]:

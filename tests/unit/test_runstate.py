@@ -22,7 +22,8 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 from chunkmill import schema
 from chunkmill.pipeline import graph, launch
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import runstate, tables
+from chunkmill.transforms import publish as publishing
+from chunkmill.transforms import runstate
 from chunkmill.transforms.runstate import BadLatest, Claim, RunTaken
 from tests.helpers import AS_NOBODY
 
@@ -35,7 +36,7 @@ def publish(output: Path, run_id: str, day: int) -> None:
     table.mkdir(parents=True)
     pq.write_table(schema.MANIFEST.empty_table(), table / "part-0.parquet")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    tables.publish(None, {"docs_listed": day}, [], str(output), run_id, report)
+    publishing.publish(None, {"docs_listed": day}, [], str(output), run_id, report)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,9 +359,9 @@ def test_a_truncated_success_is_not_a_finished_run(tmp_path, capsys):
     publish(out, "r1", 1)
     publish(out, "r2", 2)
     truncate_success(out, "r2")
-    assert tables.finished_runs(str(out)) == [("2026-11-01T01:00:00Z", "r1")]
+    assert publishing.finished_runs(str(out)) == [("2026-11-01T01:00:00Z", "r1")]
     # The next publisher points LATEST at the newest valid run, not at the damaged one.
-    assert tables.point_latest_at_newest(str(out), "r1") == "r1"
+    assert publishing.point_latest_at_newest(str(out), "r1") == "r1"
 
     assert main(["runs", "list", "--output", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()

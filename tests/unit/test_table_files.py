@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from chunkmill import schema
-from chunkmill.transforms.tables import TableFile, name_table_files
+from chunkmill.transforms.parquet_io import TableFile
+from chunkmill.transforms.sinks import name_table_files
 from tests.unit.test_prior_integrity import hand_rows
 
 
