@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from chunkmill import extras
+from chunkmill import extras, stores
 from chunkmill.pipeline.usage import parser_flags, unrecognized
 
 if TYPE_CHECKING:
@@ -314,14 +314,10 @@ def non_negative_int(value: str) -> int:
     return n
 
 
-def is_local(path: str) -> bool:
-    return "://" not in path
-
-
 def absolute(path: str) -> str:
     # Local paths are made absolute so doc_ids (a function of the URI) do not depend on the
     # directory chunkmill was started from.
-    return os.path.abspath(path) if is_local(path) else path
+    return os.path.abspath(path) if stores.is_local(path) else path
 
 
 def beam_command_parser(command: str, description: str) -> Parser:

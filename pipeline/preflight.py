@@ -379,7 +379,7 @@ def check_writable(output: str) -> None:
     found now, not when the first table is written after the whole corpus is chunked.
     (An object store prefix is checked by its first write: a probe would need write access a
     plan does not.)"""
-    if not options.is_local(output):
+    if not stores.is_local(output):
         return
     existing = output
     while not os.path.exists(existing) and os.path.dirname(existing) != existing:

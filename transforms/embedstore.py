@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill.transforms import lease, parquet_io, runstate, storage
+from chunkmill import stores
+from chunkmill.transforms import lease, parquet_io, runstate
 
 EMBEDDINGS = "embeddings"
 MODEL_INFO = "model.json"
@@ -313,7 +314,7 @@ def set_aside(output: str, key: str, path: str) -> str:
     target = FileSystems.join(store_dir(output, key), DAMAGED, path.rsplit("/", 1)[-1])
     if FileSystems.exists(target):
         target = f"{target}.{uuid.uuid4().hex[:8]}"
-    if storage.scheme(target) == "":
+    if stores.is_local(target):
         os.makedirs(os.path.dirname(target), exist_ok=True)
     FileSystems.rename([path], [target])
     return target

@@ -135,8 +135,8 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
     """The bytes of a file through FileSystems (local, gs://, s3://), at most ``limit``. A
     local path is examined first (``os.stat``) and never opened unless it is a regular file:
     ``NotAFile`` otherwise."""
-    if storage.scheme(path) in ("", "file"):
-        local = path.removeprefix("file://")
+    local = stores.local_path(path)
+    if local is not None:
         try:
             mode = os.stat(local).st_mode
         except FileNotFoundError:
@@ -302,7 +302,7 @@ def describe_latest(output: str) -> str:
 
 def _is_folder(path: str) -> bool:
     """A folder (or, on an object store, a prefix with objects under it) where LATEST goes."""
-    if storage.scheme(path) == "":
+    if stores.is_local(path):
         return os.path.isdir(path)
     try:
         return bool(FileSystems.match([path + "/**"], limits=[1])[0].metadata_list)

@@ -478,11 +478,12 @@ def _remove_empty_folders(output: str, deleted: Sequence[str]) -> None:
     none)."""
     import os
 
-    from chunkmill.transforms import storage
+    from chunkmill import stores
 
-    if storage.scheme(output) not in ("", "file"):
+    root = stores.local_path(output)
+    if root is None:
         return
     for folder in sorted({f.rsplit("/", 1)[0] for f in deleted}, reverse=True):
-        local = os.path.join(output.removeprefix("file://"), folder)
+        local = os.path.join(root, folder)
         with contextlib.suppress(OSError):
             os.rmdir(local)

@@ -85,6 +85,14 @@ def is_local(uri: str) -> bool:
     return scheme(uri) == ""
 
 
+def local_path(uri: str) -> str | None:
+    """The path on local disk of a bare path or a ``file://`` URI; None for any other store."""
+    s = scheme(uri)
+    if s == "":
+        return uri
+    return uri.removeprefix("file://") if s == "file" else None
+
+
 def for_uri(
     uri: str, billing_project: str | None = None, within: tuple[str, ...] | None = None
 ) -> ObjectStore:
