@@ -94,14 +94,15 @@ def next_steps(output: str, run_id: str) -> str:
     chunks = f"{output}/runs/{run_id}/chunks"
     columns = ["source_uri", "token_count", "text"]
     read = f"import pyarrow.parquet as pq; print(pq.read_table({chunks!r}, columns={columns!r}))"
-    sql = f"SELECT source_uri, token_count, text FROM '{chunks}/*.parquet' LIMIT 5"
+    # DuckDB's Python package (pip install duckdb) has no duckdb command: read it from Python.
+    duck = f"import duckdb; duckdb.read_parquet('{chunks}/*.parquet').project('source_uri, token_count, text').limit(5).show()"
     out = shlex.quote(output)
     return "\n".join(
         [
             f"tables     {output}/runs/{run_id}/: chunks/ (what to embed), manifest/, "
             "removed/, errors/ (Parquet)",
             f"read them  python -c {_shell_word(read)}",
-            f"           duckdb -c {_shell_word(sql)}",
+            f"           python -c {_shell_word(duck)}   # pip install duckdb",
             f"next       chunkmill report --output {out}   # this run as an HTML page",
             f"           chunkmill run --output {out}   # again: nothing changed, nothing to embed",
         ]

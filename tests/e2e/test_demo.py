@@ -58,6 +58,11 @@ def assert_ends_with_next_steps(stdout: str, cwd: Path, chunks: int) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "source_uri: string" in shown.stdout and "token_count" in shown.stdout
     assert f"'{out}/runs/demo1/chunks/*.parquet'" in tail[2]  # the DuckDB query's table
+    duck = shlex.split(tail[2].split("#")[0].strip())
+    assert duck[:2] == ["python", "-c"]  # DuckDB's Python package has no duckdb command
+    shown = subprocess.run([sys.executable, *duck[1:]], capture_output=True, text=True, cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    assert "source_uri" in shown.stdout and "token_count" in shown.stdout
     reported = chunkmill(
         *shlex.split(tail[3].split("#")[0].removeprefix("next       "))[1:], cwd=cwd
     )

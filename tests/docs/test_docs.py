@@ -1,0 +1,204 @@
+"""Every command in README.md and docs/*.md runs here, so none can go stale (tests/docs/blocks.py
+says how a block declares what it needs), and docs/cli.md and docs/tables.md name exactly
+what the parsers and the schemas define."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chunkmill import schema
+from chunkmill.pipeline.options import SAMPLE_CORPUS
+from tests.docs import parsers
+from tests.docs.blocks import (
+    PAGES,
+    ROOT,
+    Block,
+    chunkmill_argv,
+    commands,
+    indented_commands,
+    read_blocks,
+)
+from tests.pg import fresh_database, postgres  # noqa: F401 (a fixture)
+
+BLOCKS = [b for page in PAGES for b in read_blocks(page)]
+RUN_PAGES = [p for p in PAGES if any(b.spec and b.spec.mode in ("run", "make") for b in read_blocks(p))]
+PARSED = [b for b in BLOCKS if b.spec and b.spec.mode == "parse"]
+# A few documents of the bundled corpus: Markdown, a PDF, and the PDF broken on purpose.
+CORPUS_FILES = ("runbooks", "pdfs/memo.pdf", "pdfs/broken.pdf")
+
+
+def test_every_block_declares_how_it_is_tested():
+    problems = [f"{b.where}: {p}" for b in BLOCKS for p in b.problems]
+    problems += [f"{line}: fence it so it runs" for p in PAGES for line in indented_commands(p)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_flag_of_every_command_is_in_the_cli_page_and_every_flag_there_exists():
+    page = (ROOT / "docs" / "cli.md").read_text()
+    # The prose and tables; the blocks' flags are checked by running them (some are wrong on
+    # purpose, to show the error).
+    prose = re.sub(r"^```.*?^```", "", page, flags=re.M | re.S)
+    documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", prose))
+    defined: set[str] = set()
+    missing = []
+    for command in parsers.commands():
+        flags = parsers.flags(parsers.parser_of(command))
+        defined.update(flags)
+        missing += [f"chunkmill {' '.join(command)} {f}" for f in flags if f not in documented]
+        name = " ".join(command)
+        assert f"`chunkmill {name}" in page, f"docs/cli.md has no section on chunkmill {name}"
+    assert not missing, "not in docs/cli.md:\n" + "\n".join(missing)
+    beam = set(parsers.flags(parsers.beam_parser()))
+    unknown = documented - defined - beam - {"--version", "--help"}
+    assert not unknown, f"docs/cli.md documents flags nothing defines: {sorted(unknown)}"
+
+
+def test_the_tables_page_names_every_table_and_column():
+    page = (ROOT / "docs" / "tables.md").read_text()
+    for table, fields in schema.TABLES.items():
+        assert f"OUTPUT/runs/RUN_ID/{table}/" in page, f"{table} missing from the layout"
+        for name in fields.names:
+            assert f"`{name}`" in page, f"column {table}.{name} is not documented"
+
+
+@pytest.mark.parametrize("block", PARSED, ids=[b.where for b in PARSED])
+def test_a_block_that_cannot_run_here_is_parsed_by_the_real_parsers(block: Block):
+    # Each says why it cannot run (its comment); what can be checked here is checked.
+    if block.language == "python":
+        compile(block.text, block.where, "exec")
+        return
+    checked = 0
+    for words in commands(block.text):
+        argv = chunkmill_argv(words)
+        if argv is not None:
+            parsers.validate(argv)
+            checked += 1
+        else:
+            assert words[0] in ("make", "pip", "python", "gcloud", "kubectl"), words
+            assert words[0] != "python" or words[1:2] == ["-m"], words
+    assert checked or block.language != "sh", f"{block.where}: nothing to parse"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("corpus")
+    for name in CORPUS_FILES:
+        source, target = SAMPLE_CORPUS / name, root / name
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    return f"{root}/**"
+
+
+def sandbox_env(corpus: str, database: str | None) -> dict[str, str]:
+    env = dict(os.environ, CORPUS=corpus, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env.pop("DATABASE_URL", None)
+    if database:
+        env["DATABASE_URL"] = database
+    return env
+
+
+def normalise(text: str, sandbox: Path) -> str:
+    """What differs between two runs of the same command: folders, run ids, times, rates."""
+    text = text.replace(str(sandbox), "/home/me/chunkmill").replace(str(ROOT), "/home/me/chunkmill")
+    text = re.sub(r"\d{8}T\d{6}Z(-\d+)?", "RUN_ID", text)
+    text = re.sub(r"\b\d+(\.\d+)? s\b", "N s", text)
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def matches(expected: str, actual: str) -> bool:
+    """``expected`` in order in ``actual``, a ``...`` line standing for any lines."""
+    parts = [re.escape(line) if line.strip() != "..." else r"(?:.*\n)*?" for line in expected.splitlines()]
+    pattern = "".join(p if p.startswith("(?:") else p + r"\n" for p in parts)
+    return re.search(pattern, actual + "\n") is not None
+
+
+def run_block(block: Block, sandbox: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    if block.language == "python":
+        argv = [sys.executable, "-c", block.text]
+    elif block.language == "sql":
+        script = f"import os, psycopg\nwith psycopg.connect(os.environ['DATABASE_URL'], autocommit=True) as c:\n    c.execute({block.text!r})\n"
+        argv = [sys.executable, "-c", script]
+    else:
+        argv = ["bash", "-e", "-o", "pipefail", "-c", block.text]
+    return subprocess.run(argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600)
+
+
+def make_recipe(block: Block) -> list[list[str]]:
+    """The chunkmill lines of the make targets in the block, as ``make -n`` prints them with
+    this interpreter's environment as the venv."""
+    lines = []
+    for words in commands(block.text):
+        assert words[0] == "make", words
+        venv = Path(sys.executable).parent.parent
+        shown = subprocess.run(
+            ["make", "-n", "-C", str(ROOT), *words[1:], f"VENV={venv}", "OUT=out"],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        bin_ = f"{venv}/bin/"
+        lines += [shlex_split(line) for line in shown.splitlines() if line.startswith(bin_ + "chunkmill ") or line.startswith(bin_ + "pytest")]
+    return lines
+
+
+def shlex_split(line: str) -> list[str]:
+    import shlex
+
+    return shlex.split(line)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
+def test_the_commands_of_a_page_run(page: Path, tmp_path: Path, corpus: str, request):
+    blocks = read_blocks(page)
+    database = None
+    if any(b.spec and b.spec.pg for b in blocks):
+        url = request.getfixturevalue("postgres")
+        database = fresh_database(url, "docs_" + re.sub(r"\W", "_", page.stem.lower()))
+    env = sandbox_env(corpus, database)
+    last: subprocess.CompletedProcess | None = None
+    for block in blocks:
+        spec = block.spec
+        if spec is None or spec.mode == "parse":
+            continue  # data, or parsed by the test above
+        if spec.mode == "file":
+            (tmp_path / spec.file).write_text(block.text)
+        elif spec.mode == "output":
+            assert last is not None, f"{block.where}: an output block follows a run block"
+            expected = normalise(block.text, tmp_path)
+            actual = normalise(last.stdout, tmp_path)
+            assert matches(expected, actual), f"{block.where} is not what it shows:\n{actual}"
+        elif spec.mode == "make":
+            for words in make_recipe(block):
+                if words[0].endswith("/pytest"):
+                    continue  # make test runs this suite: its recipe was read, not run again
+                last = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                assert last.returncode == 0, f"{block.where}: {words}\n{last.stderr}"
+        else:
+            last = run_block(block, tmp_path, env)
+            assert last.returncode == spec.exit, (
+                f"{block.where} exited {last.returncode}, not {spec.exit}:\n{last.stdout}\n{last.stderr}"
+            )
+
+
+@pytest.mark.slow
+def test_the_tables_page_names_every_count_of_a_real_run_report(tmp_path: Path, corpus: str):
+    import json
+
+    run = subprocess.run(
+        ["chunkmill", "run", "--input", corpus, "--output", "out", "--run-id", "r1"],
+        cwd=tmp_path, env=sandbox_env(corpus, None), capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "runs" / "r1" / "_SUCCESS").read_text())
+    page = (ROOT / "docs" / "tables.md").read_text()
+    for key in [*report, *report["counts"], *report["limits"]]:
+        assert f"`{key}`" in page, f"_SUCCESS key {key} is not in docs/tables.md"
