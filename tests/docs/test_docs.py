@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,7 @@ def test_the_commands_of_a_page_run(page: Path, tmp_path: Path, corpus: str, req
     env = sandbox_env(corpus, database)
     last: subprocess.CompletedProcess | None = None
     for block in blocks:
+        started = time.monotonic()
         spec = block.spec
         if spec is None or spec.mode == "parse":
             continue  # data, or parsed by the test above
@@ -231,6 +233,7 @@ def test_the_commands_of_a_page_run(page: Path, tmp_path: Path, corpus: str, req
             assert last.returncode == spec.exit, (
                 f"{block.where} exited {last.returncode}, not {spec.exit}:\n{last.stdout}\n{last.stderr}"
             )
+        print(f"{block.where}: {block.spec.mode if block.spec else 'data'} {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.slow
