@@ -14,7 +14,12 @@ by a comment saying how the docs test handles it::
                                             parsed and validated by the real parsers (chunkmill's
                                             and Beam's); Python is compiled
 
-Blocks of a page run in order in one sandbox: a temporary working folder, with ``chunkmill``
+A page whose commands go on from another's declares it once, near its top::
+
+    <!-- docs-test-page: continues README.md -->
+
+and its blocks run in a copy of that page's sandbox after that page's blocks, with the same
+database. Blocks of a page run in order in one sandbox: a temporary working folder, with ``chunkmill``
 on PATH, ``CORPUS`` a glob of a few documents of the bundled sample corpus, and, for ``pg``
 blocks, ``DATABASE_URL`` a fresh PostgreSQL database with pgvector. Data blocks (``text``,
 ``json``, ``toml``) need no comment. A command block without one, a fenced block without a
@@ -151,3 +156,12 @@ def chunkmill_argv(words: list[str]) -> list[str] | None:
     if words[:3] in (["python", "-m", "chunkmill"], ["python3", "-m", "chunkmill"]):
         return words[3:]
     return None
+
+
+_CONTINUES = re.compile(r"<!--\s*docs-test-page:\s*continues\s+(\S+)\s*-->")
+
+
+def continues(page: Path) -> Path | None:
+    """The page whose sandbox this page's blocks go on in, if it names one."""
+    found = _CONTINUES.search(page.read_text())
+    return ROOT / found.group(1) if found else None

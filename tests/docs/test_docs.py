@@ -5,6 +5,7 @@ what the parsers and the schemas define."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import os
 import re
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from tests.docs.blocks import (
     Block,
     chunkmill_argv,
     commands,
+    continues,
     indented_commands,
     read_blocks,
 )
@@ -200,55 +204,88 @@ def shlex_split(line: str) -> list[str]:
     return shlex.split(line)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
-def test_the_commands_of_a_page_run(page: Path, tmp_path: Path, corpus: str, request):
-    blocks = read_blocks(page)
-    database = None
-    if any(b.spec and b.spec.pg for b in blocks):
-        url = request.getfixturevalue("postgres")
-        database = fresh_database(url, "docs_" + re.sub(r"\W", "_", page.stem.lower()))
-    env = sandbox_env(corpus, database)
+@dataclass
+class Sandbox:
+    folder: Path
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def sandboxes(tmp_path_factory, corpus: str, request) -> Callable[[Path], Sandbox]:
+    """Runs a page's blocks (once), in a sandbox of its own or in a copy of the sandbox of the
+    page it continues; returns the sandbox as the blocks left it."""
+    done: dict[Path, Sandbox] = {}
+
+    def run(page: Path) -> Sandbox:
+        if page in done:
+            return done[page]
+        blocks = read_blocks(page)
+        folder = tmp_path_factory.mktemp(page.stem.lower())
+        before = continues(page)
+        if before is not None:
+            earlier = run(before)
+            shutil.copytree(earlier.folder, folder, dirs_exist_ok=True, symlinks=True)
+            env = earlier.env
+        else:
+            database = None
+            if any(b.spec and b.spec.pg for b in blocks):
+                url = request.getfixturevalue("postgres")
+                database = fresh_database(url, "docs_" + re.sub(r"\W", "_", page.stem.lower()))
+            env = sandbox_env(corpus, database)
+        run_blocks(blocks, folder, env)
+        done[page] = Sandbox(folder, env)
+        return done[page]
+
+    return run
+
+
+def run_blocks(blocks: list[Block], folder: Path, env: dict[str, str]) -> None:
     last: subprocess.CompletedProcess | None = None
     for block in blocks:
         started = time.monotonic()
         spec = block.spec
         if spec is None or spec.mode == "parse":
-            continue  # data, or parsed by the test above
+            continue  # data, or checked by the test above
+        assert not spec.pg or "DATABASE_URL" in env, f"{block.where}: no database"
         if spec.mode == "file":
-            (tmp_path / spec.file).write_text(block.text)
+            (folder / str(spec.file)).write_text(block.text)
         elif spec.mode == "output":
             assert last is not None, f"{block.where}: an output block follows a run block"
-            expected = normalise(block.text, tmp_path)
-            actual = normalise(last.stdout, tmp_path)
+            expected = normalise(block.text, folder)
+            actual = normalise(last.stdout, folder)
             assert matches(expected, actual), f"{block.where} is not what it shows:\n{actual}"
         elif spec.mode == "make":
             for words in make_recipe(block):
                 if words[0].endswith("/pytest"):
                     continue  # make test runs this suite: its recipe was read, not run again
-                last = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                last = subprocess.run(
+                    words, cwd=folder, env=env, capture_output=True, text=True, timeout=600
+                )
                 assert last.returncode == 0, f"{block.where}: {words}\n{last.stderr}"
         else:
-            last = run_block(block, tmp_path, env)
+            last = run_block(block, folder, env)
             assert last.returncode == spec.exit, (
-                f"{block.where} exited {last.returncode}, not {spec.exit}:\n{last.stdout}\n{last.stderr}"
+                f"{block.where} exited {last.returncode}, not {spec.exit}:\n"
+                f"{last.stdout}\n{last.stderr}"
             )
-        print(f"{block.where}: {block.spec.mode if block.spec else 'data'} {time.monotonic() - started:.1f} s")
+        print(f"{block.where}: {spec.mode} {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.slow
-def test_the_tables_page_names_every_count_of_a_real_run_report(tmp_path: Path, corpus: str):
-    import json
+@pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
+def test_the_commands_of_a_page_run(page: Path, sandboxes):
+    sandboxes(page)
 
-    run = subprocess.run(
-        ["chunkmill", "run", "--input", corpus, "--output", "out", "--run-id", "r1"],
-        cwd=tmp_path, env=sandbox_env(corpus, None), capture_output=True, text=True, timeout=600,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads((tmp_path / "out" / "runs" / "r1" / "_SUCCESS").read_text())
-    page = (ROOT / "docs" / "tables.md").read_text()
+
+@pytest.mark.slow
+def test_the_tables_page_names_every_count_of_a_real_run_report(sandboxes):
+    page = ROOT / "docs" / "tables.md"
+    out = sandboxes(page).folder / "out"  # the page's own run
+    run_id = (out / "LATEST").read_text().strip()
+    report = json.loads((out / "runs" / run_id / "_SUCCESS").read_text())
+    text = page.read_text()
     for key in [*report, *report["counts"], *report["limits"]]:
-        assert f"`{key}`" in page, f"_SUCCESS key {key} is not in docs/tables.md"
+        assert f"`{key}`" in text, f"_SUCCESS key {key} is not in docs/tables.md"
 
 
 def _anchor(heading: str) -> str:
