@@ -95,7 +95,8 @@ def next_steps(output: str, run_id: str) -> str:
     columns = ["source_uri", "token_count", "text"]
     read = f"import pyarrow.parquet as pq; print(pq.read_table({chunks!r}, columns={columns!r}))"
     # DuckDB's Python package (pip install duckdb) has no duckdb command: read it from Python.
-    duck = f"import duckdb; duckdb.read_parquet('{chunks}/*.parquet').project('source_uri, token_count, text').limit(5).show()"
+    table = f"duckdb.read_parquet('{chunks}/*.parquet')"
+    duck = f"import duckdb; {table}.project('source_uri, token_count, text').limit(5).show()"
     out = shlex.quote(output)
     return "\n".join(
         [

@@ -8,8 +8,8 @@ by a comment saying how the docs test handles it::
     <!-- docs-test: run pg -->              run it with DATABASE_URL set (PostgreSQL)
     <!-- docs-test: output -->              a ``text`` block: the output of the run block before
     <!-- docs-test: file=NAME -->           written to NAME in the sandbox, for a later block
-    <!-- docs-test: make -->                make targets: their recipe is read with ``make -n``
-                                            and its chunkmill lines are run
+    <!-- docs-test: make -->                make targets: their recipe is read with
+                                            ``make -n`` and its chunkmill lines are run
     <!-- docs-test: parse: WHY -->          cannot run here (WHY): each chunkmill command is
                                             parsed and validated by the real parsers (chunkmill's
                                             and Beam's); Python is compiled
@@ -19,11 +19,11 @@ A page whose commands go on from another's declares it once, near its top::
     <!-- docs-test-page: continues README.md -->
 
 and its blocks run in a copy of that page's sandbox after that page's blocks, with the same
-database. Blocks of a page run in order in one sandbox: a temporary working folder, with ``chunkmill``
-on PATH, ``CORPUS`` a glob of a few documents of the bundled sample corpus, and, for ``pg``
-blocks, ``DATABASE_URL`` a fresh PostgreSQL database with pgvector. Data blocks (``text``,
-``json``, ``toml``) need no comment. A command block without one, a fenced block without a
-language, or a command in an indented block fails the test.
+database. Blocks of a page run in order in one sandbox: a temporary working folder, with
+``chunkmill`` on PATH, ``CORPUS`` a glob of a few documents of the bundled sample corpus,
+and, for ``pg`` blocks, ``DATABASE_URL`` a fresh PostgreSQL database with pgvector. Data
+blocks (``text``, ``json``, ``toml``) need no comment. A command block without one, a fenced
+block without a language, or a command in an indented block fails the test.
 """
 
 from __future__ import annotations

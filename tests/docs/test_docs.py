@@ -5,10 +5,11 @@ what the parsers and the schemas define."""
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import importlib.util
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,9 @@ else:  # Python 3.10 (pyproject.toml installs tomli there)
     import tomli as tomllib
 
 BLOCKS = [b for page in PAGES for b in read_blocks(page)]
-RUN_PAGES = [p for p in PAGES if any(b.spec and b.spec.mode in ("run", "make") for b in read_blocks(p))]
+RUN_PAGES = [
+    p for p in PAGES if any(b.spec and b.spec.mode in ("run", "make") for b in read_blocks(p))
+]
 PARSED = [b for b in BLOCKS if b.spec and b.spec.mode == "parse"]
 # A few documents of the bundled corpus: Markdown, a PDF, and the PDF broken on purpose.
 CORPUS_FILES = ("runbooks", "pdfs/memo.pdf", "pdfs/broken.pdf")
@@ -101,7 +104,8 @@ def check_command(words: list[str]) -> bool:
         venv = Path(sys.executable).parent.parent
         subprocess.run(
             ["make", "-n", "-C", str(ROOT), *words[1:], f"VENV={venv}"],
-            capture_output=True, check=True,
+            capture_output=True,
+            check=True,
         )
     elif words[:2] == ["pip", "install"]:
         check_pip_install(words[2:])
@@ -116,7 +120,9 @@ def check_command(words: list[str]) -> bool:
 
 def check_pip_install(args: list[str]) -> None:
     """The extras named exist in pyproject.toml; a package named is one this environment has."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     skip_next = False
     for arg in args:
         if skip_next:
@@ -149,7 +155,9 @@ def corpus(tmp_path_factory) -> str:
 
 
 def sandbox_env(corpus: str, database: str | None) -> dict[str, str]:
-    env = dict(os.environ, CORPUS=corpus, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(
+        os.environ, CORPUS=corpus, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    )
     env.pop("DATABASE_URL", None)
     if database:
         env["DATABASE_URL"] = database
@@ -166,42 +174,48 @@ def normalise(text: str, sandbox: Path) -> str:
 
 def matches(expected: str, actual: str) -> bool:
     """``expected`` in order in ``actual``, a ``...`` line standing for any lines."""
-    parts = [re.escape(line) if line.strip() != "..." else r"(?:.*\n)*?" for line in expected.splitlines()]
+    parts = [
+        re.escape(line) if line.strip() != "..." else r"(?:.*\n)*?"
+        for line in expected.splitlines()
+    ]
     pattern = "".join(p if p.startswith("(?:") else p + r"\n" for p in parts)
     return re.search(pattern, actual + "\n") is not None
 
 
+_SQL = """import os, sys, psycopg
+with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as c:
+    c.execute(sys.stdin.read())
+"""
+
+
 def run_block(block: Block, sandbox: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     if block.language == "python":
-        argv = [sys.executable, "-c", block.text]
+        argv, stdin = [sys.executable, "-c", block.text], None
     elif block.language == "sql":
-        script = f"import os, psycopg\nwith psycopg.connect(os.environ['DATABASE_URL'], autocommit=True) as c:\n    c.execute({block.text!r})\n"
-        argv = [sys.executable, "-c", script]
+        argv, stdin = [sys.executable, "-c", _SQL], block.text
     else:
-        argv = ["bash", "-e", "-o", "pipefail", "-c", block.text]
-    return subprocess.run(argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600)
+        argv, stdin = ["bash", "-e", "-o", "pipefail", "-c", block.text], None
+    return subprocess.run(
+        argv, cwd=sandbox, env=env, input=stdin, capture_output=True, text=True, timeout=600
+    )
 
 
 def make_recipe(block: Block) -> list[list[str]]:
-    """The chunkmill lines of the make targets in the block, as ``make -n`` prints them with
-    this interpreter's environment as the venv."""
-    lines = []
+    """The chunkmill and pytest lines of the make targets in the block, as ``make -n`` prints
+    them with this interpreter's environment as the venv."""
+    venv = Path(sys.executable).parent.parent
+    recipe = []
     for words in commands(block.text):
         assert words[0] == "make", words
-        venv = Path(sys.executable).parent.parent
         shown = subprocess.run(
             ["make", "-n", "-C", str(ROOT), *words[1:], f"VENV={venv}", "OUT=out"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
-        bin_ = f"{venv}/bin/"
-        lines += [shlex_split(line) for line in shown.splitlines() if line.startswith(bin_ + "chunkmill ") or line.startswith(bin_ + "pytest")]
-    return lines
-
-
-def shlex_split(line: str) -> list[str]:
-    import shlex
-
-    return shlex.split(line)
+        ours = (f"{venv}/bin/chunkmill ", f"{venv}/bin/pytest")
+        recipe += [shlex.split(line) for line in shown.splitlines() if line.startswith(ours)]
+    return recipe
 
 
 @dataclass
