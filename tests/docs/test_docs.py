@@ -324,3 +324,19 @@ def test_every_link_between_the_pages_leads_somewhere():
                 if anchor not in {_anchor(h) for h in headings}:
                     broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_every_test_the_guarantees_page_cites_exists():
+    page = (ROOT / "docs" / "guarantees.md").read_text()
+    missing = []
+    for path, names in re.findall(
+        r"`(?:tests/)?((?:unit|e2e|transform|benchmarks)/[\w/]+\.py)((?:::\w+)*)`", page
+    ):
+        file = ROOT / "tests" / path
+        if not file.exists():
+            missing.append(path)
+            continue
+        for name in filter(None, names.split("::")):
+            if f"def {name}(" not in file.read_text():
+                missing.append(f"{path}::{name}")
+    assert not missing, missing
