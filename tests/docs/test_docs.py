@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from chunkmill import schema
-from chunkmill.pipeline.options import SAMPLE_CORPUS
 from tests.docs import parsers
 from tests.docs.blocks import (
     PAGES,
@@ -40,6 +39,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10 (pyproject.toml installs tomli there)
     import tomli as tomllib
 
+SAMPLE_CORPUS = ROOT / "pipeline" / "sample_corpus"  # what chunkmill run reads by default
 BLOCKS = [b for page in PAGES for b in read_blocks(page)]
 RUN_PAGES = [
     p for p in PAGES if any(b.spec and b.spec.mode in ("run", "make") for b in read_blocks(p))
