@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 
 
-class _Caught(Exception):
+class _Caught(BaseException):  # passes any "except Exception" on its way out
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         self.parser = parser
 
