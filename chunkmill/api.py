@@ -178,10 +178,9 @@ def chunk_text(
     tokenizer: str = "chars4",
     **parameters: Any,
 ) -> list[Chunk]:
-    """The chunks a run makes of ``text`` with ``strategy`` and its ``parameters`` (those of
-    ``chunkmill run``'s ``--strategy`` and ``--param``, e.g. ``max_tokens=400``, plus
-    ``context_prev_chars``, ``context_next_chars``, ``max_embed_tokens`` and
-    ``min_chunk_tokens``).
+    """The chunks a run makes of ``text`` with ``strategy`` and its ``parameters``: those of
+    ``chunkmill run --strategy``, and its chunking flags with underscores, e.g.
+    ``max_tokens=400`` for ``--max-tokens 400``, ``context_prev_chars``, ``max_embed_tokens``.
 
     ``text`` is a string, chunked as given: ``text[c.start:c.end] == c.text`` for every
     chunk ``c``, whatever it holds ("\\r\\n", a byte-order mark, NULs, any character but a
