@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 PYTEST_ARGS ?=
+# Tests run in one process per core (pytest-xdist); TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= auto
 # pip's own lines only on failure; no "new release of pip" notice.
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # An editable install of this layout uses setuptools' import finder, which prints a notice
@@ -52,10 +54,10 @@ lint: install-test
 	$(BIN)/python scripts/typecheck.py
 
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install-test
-	$(BIN)/pytest -m 'not slow' $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_JOBS) --dist worksteal -m 'not slow' $(PYTEST_ARGS)
 
 # Chunking throughput against langchain-text-splitters, chonkie and semchunk; prints a table.
 bench: install
