@@ -1,5 +1,5 @@
 """The carry-over rule: what becomes of a listed document before it is read, judged on one
-summary of its prior rows. A run (``transforms.core``, ``transforms.prior``) and
+summary of its prior rows. A run (``transforms.doc_plan``, ``transforms.process_docs``) and
 ``chunkmill plan`` both call these functions, so the plan predicts the run by construction.
 """
 

@@ -1,7 +1,7 @@
 """Progress of a long local run: documents done of listed, MB/s read, documents failed so far
 and an ETA, redrawn in place on a terminal and logged every ``LOG_EVERY_SECONDS`` otherwise.
 
-The figures come from process-wide metric cells that ``transforms.core`` updates; a reporter
+The figures come from process-wide metric cells that ``transforms.counts`` updates; a reporter
 thread reads them while the local runner runs the pipeline in this process (why: the
 "Progress of a local run" section of docs/design.md). The formatting and the ETA are pure
 functions; ``Reporter`` takes its clock and snapshot source as arguments.
@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from chunkmill.pipeline import graph, launch
 from chunkmill.pipeline.options import RunSettings
 from chunkmill.redact import redact_uri
-from chunkmill.transforms.core import (
+from chunkmill.transforms.counts import (
     METRICS_NAMESPACE,
     PROGRESS_DONE,
     PROGRESS_LISTED,
@@ -65,8 +65,8 @@ class Snapshot:
 
 
 def process_snapshot() -> Snapshot:
-    """The process-wide progress cells of ``chunkmill.transforms.core``, as they are now (cumulative
-    over every run in this process: subtract a snapshot taken at the start)."""
+    """The process-wide progress cells of ``chunkmill.transforms.counts``, as they are now
+    (cumulative over every run in this process: subtract a snapshot taken at the start)."""
     updates = MetricsEnvironment.process_wide_container().get_cumulative()
     dist = {
         key.metric.name: value

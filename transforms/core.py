@@ -29,10 +29,6 @@ from chunkmill.config import ChunkingConfig
 from chunkmill.transforms import prior, staging
 
 # The progress figures' names, imported from here by the progress line (pipeline/progress.py).
-from chunkmill.transforms.counts import METRICS_NAMESPACE as METRICS_NAMESPACE
-from chunkmill.transforms.counts import PROGRESS_DONE as PROGRESS_DONE
-from chunkmill.transforms.counts import PROGRESS_LISTED as PROGRESS_LISTED
-from chunkmill.transforms.counts import PROGRESS_READ as PROGRESS_READ
 from chunkmill.transforms.counts import SumCounts
 from chunkmill.transforms.doc_plan import PlanDocs, SplitListing
 from chunkmill.transforms.hash_join import FinishStaged, MarkNew

@@ -9,7 +9,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from chunkmill.items import SourceFile
 from chunkmill.pipeline import progress
-from chunkmill.transforms.core import METRICS_NAMESPACE, ChunkCorpus
+from chunkmill.transforms.core import ChunkCorpus
+from chunkmill.transforms.counts import METRICS_NAMESPACE
 from tests.helpers import SMALL, paragraphs
 from tests.transform.test_core import FakeStore
 
