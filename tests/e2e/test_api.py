@@ -52,11 +52,14 @@ def test_the_api_and_a_run_make_the_same_chunks(tmp_path: Path, chunkmill):
         assert [tuple(getattr(c, f) for f in FIELDS) for c in made] == [_as_api(r) for r in rows]
         assert [c.text for c in made] == [texts[r["chunk_hash"]] for r in rows]
 
-    # The README's example of ChunkCorpus inside a pipeline of one's own, on the same files.
-    section = (Path(__file__).parents[2] / "README.md").read_text().split("## Python API")[1]
-    example = re.findall(r"```python\n(.*?)```", section, re.S)[1]
+    # The documented example of ChunkCorpus inside a pipeline of one's own, on the same files:
+    # its function (the page then runs it on a corpus of its own).
+    page = (Path(__file__).parents[2] / "docs" / "python-api.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", page.split("## Chunking and extracting")[1], re.S)[
+        1
+    ]
     scope: dict = {}
-    exec(compile(example, "README.md", "exec"), scope)
+    exec(compile(example.split("\nwith beam.Pipeline()")[0], "python-api.md", "exec"), scope)
     with beam.Pipeline() as p:
         scope["chunk_folder"](p, f"{docs}/**", str(tmp_path / "own"), "mine")
     own = pq.read_table(tmp_path / "own" / "runs" / "mine" / "chunks").to_pylist()

@@ -5,6 +5,7 @@ gc is killed between its steps."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -263,14 +264,11 @@ def test_the_quickstart_query_returns_every_current_chunk_after_an_unchanged_nig
     r1 = chunkmill("--input", str(corpus / "**"), output=tmp_path / "chunks", run_id="r1")
     r2 = chunkmill("--input", str(corpus / "**"), output=tmp_path / "chunks", run_id="r2")
     assert r2.counts["chunks_to_embed"] == 0 and r2.table("chunks").num_rows == 0
-    readme = (ROOT / "README.md").read_text().split("## Quickstart")[1].split("\n## ")[0]
-    (query,) = [
-        line.strip()
-        for line in readme.splitlines()
-        if line.strip().startswith("python") and "read_state" in line
-    ]
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Reading the current state")[1].split("\n## ")[0]
+    (query,) = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "read_state" in b]
     shown = subprocess.run(
-        ["bash", "-c", query],
+        ["python", "-c", query],
         cwd=tmp_path,
         env={"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
         capture_output=True,

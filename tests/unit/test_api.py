@@ -17,16 +17,16 @@ from chunkmill.extract import ExtractionError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_python_blocks() -> list[str]:
-    section = ROOT.joinpath("README.md").read_text().split("## Python API", 1)[1]
-    section = section.split("\n## ", 1)[0]
+def documented_python_blocks() -> list[str]:
+    page = ROOT.joinpath("docs", "python-api.md").read_text()
+    section = page.split("## Chunking and extracting a text", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_the_readme_shows_the_api_and_its_first_example_runs(capsys):
-    blocks = readme_python_blocks()
+def test_the_docs_show_the_api_and_its_first_example_runs(capsys):
+    blocks = documented_python_blocks()
     assert len(blocks) == 2
-    exec(compile(blocks[0], "README.md", "exec"), {})
+    exec(compile(blocks[0], "python-api.md", "exec"), {})
     printed = capsys.readouterr().out
     assert chunkmill.__version__ in printed
     assert "('Retries', 'Budgets')" in printed
