@@ -96,9 +96,14 @@ bench-eval: install-test
 	$(BIN)/python -m benchmarks.eval_dev $(BENCH_ARGS)
 
 # Embedding throughput and peak RSS: chunkmill embed per backend against a plain
-# SentenceTransformer loop, Beam's MLTransform and LangChain. BENCH_ARGS=--texts 200: quick.
-bench-embed: install-test
-	$(BIN)/python -m benchmarks.embed_backends $(BENCH_ARGS)
+# SentenceTransformer loop, Beam's MLTransform and LangChain, whose langchain-huggingface needs
+# an older huggingface_hub: it runs in .venv-embed, which sees this venv's packages and installs
+# only that. BENCH_ARGS='--texts 200 --scale-texts': quick.
+.venv-embed/bin/python: | $(VENV)/.installed-test
+	$(BIN)/python -m benchmarks.embed_backends --setup --venv .venv-embed
+
+bench-embed: install-test .venv-embed/bin/python
+	$(BIN)/python -m benchmarks.embed_backends --venv .venv-embed $(BENCH_ARGS)
 
 # A first run and a 1%-edited night at 10k and 100k generated documents (wall, peak RSS of
 # the process tree); BENCH_ARGS='--docs 1000000' for a million.

@@ -2,11 +2,21 @@
 sentence-transformers loop, Beam's own ``SentenceTransformerEmbeddings`` (MLTransform) and
 LangChain's ``HuggingFaceEmbeddings``, on the same chunk texts, the same model
 (all-MiniLM-L6-v2), batch size and threads; each row in a fresh process, side by side in one
-run. Prints a Markdown table (benchmarks/README.md, "Embedding backends").
+run. Prints a Markdown table (benchmarks/README.md, "Embedding backends"), then the peak RSS
+of ``chunkmill embed`` on runs of two sizes (``--scale-texts``).
 
-    python -m benchmarks.embed_backends               # ~2,000 chunks: 10-15 minutes on 2 cores
-    python -m benchmarks.embed_backends --texts 200   # a quick run
+    python -m benchmarks.embed_backends --setup       # LangChain's environment (once)
+    python -m benchmarks.embed_backends               # ~2,000 chunks: 20-30 minutes on 2 cores
+    python -m benchmarks.embed_backends --texts 200 --scale-texts   # a quick run
     python -m benchmarks.embed_backends --texts 300 --repeat 3 --only-backends   # ratios
+
+LangChain's row runs in an environment of its own (``--setup`` builds ``.venv-embed``):
+langchain-huggingface needs a huggingface_hub below 2, older than the one the test
+environment has. That venv sees this interpreter's packages (torch, sentence-transformers,
+transformers: a ``.pth`` after its own site-packages) and installs only what they lack or
+do not satisfy (langchain-huggingface and its huggingface_hub) into itself, so the model,
+torch and the threads are the same as the other rows', and this environment is left as it
+is.
 
 ``--repeat R`` runs the ``chunkmill embed`` rows R times, interleaved (each round starts one
 row further down), and keeps each row's best: on a shared machine, the ratios to torch are
@@ -37,7 +47,16 @@ REPO = Path(__file__).resolve().parents[1]
 DEV_SET = REPO.parent / "shared" / "eval" / "chroma-dev"
 SAMPLE = REPO / "pipeline" / "sample_corpus"
 BATCH = 64
+# torch's intra-op threads in every row: its own default (the cores), set explicitly in the
+# library rows; chunkmill's backends use every core too (OpenVINO's LATENCY hint, ONNX
+# Runtime's default).
+THREADS = os.cpu_count() or 1
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+SIDE_VENV = REPO / ".venv-embed"
+# What LangChain's row installs into its environment (the rest comes from this one's).
+SIDE_PACKAGES = ("langchain-huggingface",)
+# In which environment each library row runs: "side" is SIDE_VENV.
+RUNS_IN = {"plain": "here", "beam": "here", "langchain": "side"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,34 +64,38 @@ BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino
 # process; each prints {"seconds": encode phase, "vectors": n} as its last line.
 
 
-def row_plain(texts: list[str]) -> dict:
+def _threads(job: dict) -> None:
+    import torch
+
+    torch.set_num_threads(job["threads"])
+
+
+def row_plain(job: dict) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from chunkmill import embedding
-
-    model = SentenceTransformer(str(embedding.model_path()), device="cpu", local_files_only=True)
+    _threads(job)
+    model = SentenceTransformer(job["model"], device="cpu", local_files_only=True)
     started = time.perf_counter()
-    vectors = model.encode(texts, batch_size=BATCH, convert_to_numpy=True)
+    vectors = model.encode(job["texts"], batch_size=job["batch"], convert_to_numpy=True)
     return {"seconds": time.perf_counter() - started, "vectors": len(vectors)}
 
 
-def row_beam(texts: list[str]) -> dict:
+def row_beam(job: dict) -> dict:
     import apache_beam as beam
     from apache_beam.ml.transforms.base import MLTransform
     from apache_beam.ml.transforms.embeddings.huggingface import SentenceTransformerEmbeddings
 
-    from chunkmill import embedding
-
+    _threads(job)
     artifacts = tempfile.mkdtemp(prefix="beam-mlt-")
     embed = SentenceTransformerEmbeddings(
-        model_name=str(embedding.model_path()), columns=["text"], max_batch_size=BATCH
+        model_name=job["model"], columns=["text"], max_batch_size=job["batch"]
     )
     count = []
     started = time.perf_counter()
     with beam.Pipeline() as p:
         _ = (
             p
-            | beam.Create([{"text": t} for t in texts])
+            | beam.Create([{"text": t} for t in job["texts"]])
             | MLTransform(write_artifact_location=artifacts).with_transform(embed)
             | beam.combiners.Count.Globally()
             | beam.Map(count.append)
@@ -81,21 +104,41 @@ def row_beam(texts: list[str]) -> dict:
     return {"seconds": time.perf_counter() - started, "vectors": count[0] if count else 0}
 
 
-def row_langchain(texts: list[str]) -> dict:
+def row_langchain(job: dict) -> dict:
     from langchain_huggingface import HuggingFaceEmbeddings
 
-    from chunkmill import embedding
-
+    _threads(job)
     model = HuggingFaceEmbeddings(
-        model_name=str(embedding.model_path()), encode_kwargs={"batch_size": BATCH}
+        model_name=job["model"],
+        model_kwargs={"device": "cpu", "local_files_only": True},
+        encode_kwargs={"batch_size": job["batch"]},
     )
     started = time.perf_counter()
-    vectors = model.embed_documents(texts)
+    vectors = model.embed_documents(job["texts"])
     return {"seconds": time.perf_counter() - started, "vectors": len(vectors)}
 
 
 ROWS = {"plain": row_plain, "beam": row_beam, "langchain": row_langchain}
 NEEDS = {"beam": "apache_beam.ml.transforms", "langchain": "langchain_huggingface"}
+
+
+def setup(venv: Path) -> None:
+    """LangChain's row's environment (module docstring): a venv that sees this interpreter's
+    packages after its own, with ``SIDE_PACKAGES`` installed into it."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    own = Path(subprocess.check_output([python, "-c", purelib], text=True).strip())
+    shared = [
+        p
+        for p in sys.path
+        if p.endswith("site-packages") and Path(p).is_dir() and Path(p).resolve() != own.resolve()
+    ]
+    (own / "shared-packages.pth").write_text("".join(f"{p}\n" for p in shared))
+    # pip leaves the shared packages alone ("outside environment"): what they do not satisfy
+    # (huggingface_hub below 2) is installed into the venv, ahead of them on sys.path.
+    pip = [python, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", *SIDE_PACKAGES], check=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +225,7 @@ def measure(argv: list[str]) -> dict:
     }
 
 
-def embed_row(output: Path, backend: str) -> dict:
+def embed_row(output: Path, backend: str, check_vectors: bool = True) -> dict:
     shutil.rmtree(output / "embeddings", ignore_errors=True)
     argv = [sys.executable, "-m", "chunkmill", "embed", "--output", str(output),
             "--backend", backend, "--batch-size", str(BATCH), "--device", "cpu"]  # fmt: skip
@@ -191,7 +234,8 @@ def embed_row(output: Path, backend: str) -> dict:
         found = re.search(r"embedded (\d+) chunks in ([\d.]+) s", got["stdout"])
         got["seconds"] = float(found[2]) if found else got["wall"]
         got["vectors"] = int(found[1]) if found else 0
-        got["stored"] = stored_vectors(output, backend)
+        if check_vectors:
+            got["stored"] = stored_vectors(output, backend)
     return got
 
 
@@ -233,18 +277,20 @@ def best(runs: list[dict]) -> dict:
     return merged
 
 
-def library_row(name: str, texts_file: Path) -> dict:
+def library_row(name: str, job_file: Path, side_venv: Path) -> dict:
+    python = Path(sys.executable)
+    if RUNS_IN[name] == "side":
+        python = side_venv / "bin" / "python"
+        if not python.exists():
+            return {"error": "no environment: python -m benchmarks.embed_backends --setup"}
     module = NEEDS.get(name)
     if module is not None:
-        from importlib import util
-
-        try:
-            missing = util.find_spec(module) is None
-        except ModuleNotFoundError:
-            missing = True
-        if missing:
+        found = subprocess.run(
+            [str(python), "-c", f"import {module}"], capture_output=True, env=_env()
+        )
+        if found.returncode:
             return {"error": f"not installed ({module})"}
-    argv = [sys.executable, "-m", "benchmarks.embed_backends", "--row", name, str(texts_file)]
+    argv = [str(python), "-m", "benchmarks.embed_backends", "--row", name, str(job_file)]
     got = measure(argv)
     if "error" not in got:
         got.update(json.loads(got["stdout"].strip().splitlines()[-1]))
@@ -264,7 +310,8 @@ def table(rows: list[tuple[str, dict]], tokens: int, texts: int, repeat: int = 1
     torch = dict(rows).get("chunkmill embed --backend torch", {})
     reference = torch.get("stored", {})
     lines = [
-        f"{texts:,} chunks, {tokens:,} model tokens; batch {BATCH}, {os.cpu_count()} cores"
+        f"{texts:,} chunks, {tokens:,} model tokens; batch {BATCH}, {THREADS} threads, "
+        f"{os.cpu_count()} cores"
         + (f"; chunkmill rows best of {repeat} interleaved runs" if repeat > 1 else ""),
         "",
         "| row | tokens/s (embedding) | vs torch | tokens/s (whole process) | CPU s | "
@@ -284,6 +331,30 @@ def table(rows: list[tuple[str, dict]], tokens: int, texts: int, repeat: int = 1
     return "\n".join(lines)
 
 
+def scale_table(backend: str, sizes: list[tuple[int, int, dict]]) -> str:
+    """Peak RSS of ``chunkmill embed --backend backend`` on runs of several sizes."""
+    lines = [
+        f"| chunkmill embed --backend {backend} | chunks | model tokens | tokens/s (embedding) "
+        "| peak RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for texts, tokens, got in sizes:
+        if "error" in got:
+            lines.append(f"| | {texts:,} | {tokens:,} | {got['error']} | |")
+            continue
+        lines.append(
+            f"| | {texts:,} | {tokens:,} | {tokens / got['seconds']:,.0f} | {got['rss_mb']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+LABELS = {
+    "plain": "SentenceTransformer.encode loop (torch)",
+    "beam": "Beam MLTransform SentenceTransformerEmbeddings",
+    "langchain": "LangChain HuggingFaceEmbeddings",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.embed_backends")
     parser.add_argument("--texts", type=int, default=2000, help="chunks to embed (about)")
@@ -293,40 +364,69 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat", type=int, default=1, help="interleaved runs of each chunkmill row (best kept)"
     )
     parser.add_argument("--only-backends", action="store_true", help="leave out the library rows")
-    parser.add_argument("--row", nargs=2, metavar=("NAME", "TEXTS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--scale-texts",
+        type=int,
+        nargs="*",
+        default=[1000, 4000],
+        help="run sizes (about, in chunks) whose peak RSS is measured (none: skipped)",
+    )
+    parser.add_argument(
+        "--scale-backend", default="openvino-int8", help="the backend of the RSS runs"
+    )
+    parser.add_argument("--setup", action="store_true", help="build LangChain's venv, exit")
+    parser.add_argument("--venv", type=Path, default=SIDE_VENV, help="LangChain's venv")
+    parser.add_argument("--row", nargs=2, metavar=("NAME", "JOB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.row:
-        name, texts_file = args.row
-        print(json.dumps(ROWS[name](json.loads(Path(texts_file).read_text()))))
+        name, job_file = args.row
+        print(json.dumps(ROWS[name](json.loads(Path(job_file).read_text()))))
+        return 0
+    if args.setup:
+        setup(args.venv)
         return 0
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         work = Path(tmp)
-        print("chunking the corpus...", file=sys.stderr)
-        output, texts = make_run(work, args.texts, args.set)
-        texts_file = work / "texts.json"
-        texts_file.write_text(json.dumps(texts))
-        tokens = model_tokens(texts)
-        print("exporting the backends (once, into the cache)...", file=sys.stderr)
-        warm_exports()
-        rows: list[tuple[str, dict]] = []
-        for name in () if args.only_backends else ("plain", "beam", "langchain"):
-            print(f"row {name}...", file=sys.stderr)
-            label = {
-                "plain": "SentenceTransformer.encode loop (torch)",
-                "beam": "Beam MLTransform SentenceTransformerEmbeddings",
-                "langchain": "LangChain HuggingFaceEmbeddings",
-            }[name]
-            rows.append((label, library_row(name, texts_file)))
-        runs: dict[str, list[dict]] = {b: [] for b in args.backends}
-        for round_ in range(args.repeat):
-            start = round_ % len(args.backends)
-            for backend in args.backends[start:] + args.backends[:start]:
-                print(f"row chunkmill embed --backend {backend}...", file=sys.stderr)
-                runs[backend].append(embed_row(output, backend))
-        for backend in args.backends:
-            rows.append((f"chunkmill embed --backend {backend}", best(runs[backend])))
-        print(table(rows, tokens, len(texts), args.repeat))
+        library = () if args.only_backends else tuple(LABELS)
+        if args.backends or library:
+            print(f"chunking the corpus ({args.texts} chunks)...", file=sys.stderr)
+            output, texts = make_run(work / "main", args.texts, args.set)
+            print(embed_table(output, texts, args, library, work), flush=True)
+        if args.scale_texts:
+            sizes = []
+            for want in args.scale_texts:
+                print(f"RSS: a run of {want} chunks...", file=sys.stderr)
+                output, texts = make_run(work / f"scale-{want}", want, args.set)
+                got = embed_row(output, args.scale_backend, check_vectors=False)
+                sizes.append((len(texts), model_tokens(texts), got))
+                shutil.rmtree(work / f"scale-{want}", ignore_errors=True)
+            print()
+            print(scale_table(args.scale_backend, sizes))
     return 0
+
+
+def embed_table(output: Path, texts: list[str], args, library: tuple[str, ...], work: Path) -> str:
+    from chunkmill import embedding
+
+    job_file = work / "job.json"
+    job = {"texts": texts, "model": str(embedding.model_path()), "threads": THREADS}
+    job_file.write_text(json.dumps({**job, "batch": BATCH}))
+    tokens = model_tokens(texts)
+    print("exporting the backends (once, into the cache)...", file=sys.stderr)
+    warm_exports()
+    rows: list[tuple[str, dict]] = []
+    for name in library:
+        print(f"row {name}...", file=sys.stderr)
+        rows.append((LABELS[name], library_row(name, job_file, args.venv)))
+    runs: dict[str, list[dict]] = {b: [] for b in args.backends}
+    for round_ in range(args.repeat):
+        start = round_ % max(len(args.backends), 1)
+        for backend in args.backends[start:] + args.backends[:start]:
+            print(f"row chunkmill embed --backend {backend}...", file=sys.stderr)
+            runs[backend].append(embed_row(output, backend))
+    for backend in args.backends:
+        rows.append((f"chunkmill embed --backend {backend}", best(runs[backend])))
+    return table(rows, tokens, len(texts), args.repeat)
 
 
 if __name__ == "__main__":

@@ -335,21 +335,24 @@ def _quantize_static(path: Path, fp32: Path, ir: Path) -> None:
 
 class Encoder:
     """Encodes texts with one backend; ``encode`` is sentence-transformers' own signature, for
-    callers written against it."""
+    callers written against it. A call tokenizes its texts once (``tokenize``): their lengths
+    sort and cut the batches, and each batch is a slice of those tokens."""
 
     backend: Backend
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
 
-    def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        """The model's inputs for ``texts``, truncated to its window and padded to the longest
+        (``attention_mask`` marks the tokens)."""
+        raise NotImplementedError
+
+    def run_tokens(self, tokens: dict[str, Any]) -> np.ndarray:
+        """The vectors of one batch, from its slice of ``tokenize``'s inputs."""
         raise NotImplementedError
 
     def lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in the model's tokens, truncated to its window."""
-        raise NotImplementedError
-
-    def run(self, texts: Sequence[str]) -> np.ndarray:
-        """The vectors of one batch."""
-        raise NotImplementedError
+        return [int(n) for n in np.asarray(self.tokenize(texts)["attention_mask"]).sum(axis=1)]
 
     def encode(
         self,
@@ -363,19 +366,36 @@ class Encoder:
         texts = [sentences] if isinstance(sentences, str) else list(sentences)
         vectors = np.zeros((0, 0), np.float32)
         if texts:
-            lengths = self.lengths(texts)
-            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-            sorted_lengths = [lengths[i] for i in order]
-            parts = [
-                self.run([texts[order[i]] for i in batch])
-                for batch in token_batches(sorted_lengths, batch_size, self.max_batch_tokens)
-            ]
+            tokens = self.tokenize(texts)
+            lengths = np.asarray(tokens["attention_mask"]).sum(axis=1)
+            order = np.argsort(-lengths, kind="stable")
+            sorted_lengths = [int(n) for n in lengths[order]]
+            parts = []
+            for batch in token_batches(sorted_lengths, batch_size, self.max_batch_tokens):
+                rows = order[batch.start : batch.stop]
+                width = max(sorted_lengths[batch.start], 1)
+                parts.append(self.run_tokens(_rows(tokens, rows, width, len(texts))))
             ordered = np.concatenate(parts).astype(np.float32, copy=False)
             vectors = np.empty_like(ordered)
             vectors[order] = ordered
         if normalize_embeddings and len(vectors):
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors[0] if one else vectors
+
+
+def _rows(tokens: dict[str, Any], rows: np.ndarray, width: int, count: int) -> dict[str, Any]:
+    """The inputs of the texts ``rows`` of ``tokens`` (``count`` texts), cut to ``width``
+    tokens: what tokenizing those texts alone, padded to their longest, gives. Entries that
+    are not per text (a modality name) are kept whole."""
+    batch = {}
+    for name, value in tokens.items():
+        shape: tuple[int, ...] = tuple(getattr(value, "shape", ()))
+        if shape[:1] == (count,):
+            value = value[rows]
+            if len(shape) >= 2:
+                value = value[:, :width]
+        batch[name] = value
+    return batch
 
 
 def token_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[range]:
@@ -393,24 +413,29 @@ def token_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> l
 
 
 class TorchEncoder(Encoder):
+    """sentence-transformers on torch: its own tokenizing (``preprocess``) and forward pass,
+    as its ``encode`` runs them, on the device the model was loaded on."""
+
     def __init__(self, path: Path, device: str) -> None:
         from chunkmill import embedding
 
         self.backend = Backend("torch", "fp32")
         self.model = embedding.load(path, device)
+        self.model.eval()
         self.tokenizer = self.model.tokenizer
         self.max_seq_length = self.model.max_seq_length
 
-    def lengths(self, texts: Sequence[str]) -> list[int]:
-        ids = self.tokenizer(
-            [t.strip() for t in texts], truncation=True, max_length=self.max_seq_length
-        )["input_ids"]
-        return [len(i) for i in ids]
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        return dict(self.model.preprocess(list(texts)))
 
-    def run(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(
-            self.model.encode(list(texts), batch_size=len(texts), convert_to_numpy=True)
-        )
+    def run_tokens(self, tokens: dict[str, Any]) -> np.ndarray:
+        import torch
+
+        device = self.model.device
+        features = {k: v.to(device) if hasattr(v, "to") else v for k, v in tokens.items()}
+        with torch.inference_mode():
+            vectors = self.model(features)["sentence_embedding"]
+        return vectors.float().cpu().numpy()
 
 
 class _GraphEncoder(Encoder):
@@ -437,20 +462,13 @@ class _GraphEncoder(Encoder):
         self.max_seq_length = int(config.get("max_seq_length") or window)
         if self._fast is not None:
             self._fast.enable_truncation(self.max_seq_length)
+            self._fast.enable_padding(pad_id=self._pad[0], pad_token=self._pad[1])
 
     def _clean(self, texts: Sequence[str]) -> list[str]:
         return [t.strip().lower() if self.lowercase else t.strip() for t in texts]
 
-    def lengths(self, texts: Sequence[str]) -> list[int]:
-        if self._fast is not None:
-            self._fast.no_padding()
-            return [len(e.ids) for e in self._fast.encode_batch(self._clean(texts))]
-        ids = self.tokenizer(self._clean(texts), truncation=True, max_length=self.max_seq_length)
-        return [len(i) for i in ids["input_ids"]]
-
     def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         if self._fast is not None:
-            self._fast.enable_padding(pad_id=self._pad[0], pad_token=self._pad[1])
             encodings = self._fast.encode_batch(self._clean(texts))
             return {
                 "input_ids": np.array([e.ids for e in encodings], np.int64),
@@ -498,9 +516,8 @@ class OnnxEncoder(_GraphEncoder):
         self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
-    def run(self, texts: Sequence[str]) -> np.ndarray:
-        tokens = self.tokenize(texts)
-        feed = {n: tokens[n].astype(np.int64) for n in self.inputs}
+    def run_tokens(self, tokens: dict[str, Any]) -> np.ndarray:
+        feed = {n: np.ascontiguousarray(tokens[n], np.int64) for n in self.inputs}
         return np.asarray(self.session.run(None, feed)[0])
 
 
@@ -528,13 +545,43 @@ class OpenVinoEncoder(_GraphEncoder):
             "CPU", "OPTIMIZATION_CAPABILITIES"
         ):
             raise BackendUnavailable("--backend openvino-bf16: this CPU has no bf16 support")
-        self.compiled = core.compile_model(core.read_model(str(graph)), "CPU", config)
+        self.cache = compiled_cache_dir(graph, backend, ov.get_version())
+        self.compiled = _compile_cached(core, graph, config, self.cache)
         self.inputs = [i.get_any_name() for i in self.compiled.inputs]
 
-    def run(self, texts: Sequence[str]) -> np.ndarray:
-        tokens = self.tokenize(texts)
-        feed = {n: tokens[n].astype(np.int64) for n in self.inputs}
+    def run_tokens(self, tokens: dict[str, Any]) -> np.ndarray:
+        feed = {n: np.ascontiguousarray(tokens[n], np.int64) for n in self.inputs}
         return np.asarray(self.compiled(feed)[0])
+
+
+def compiled_cache_dir(graph: Path, backend: Backend, runtime_version: str) -> Path:
+    """Where OpenVINO keeps ``backend``'s compiled ``graph`` (its ``CACHE_DIR``): beside the
+    export, in a folder of its own per backend, named by a digest of the graph's files (name,
+    size, modification time), the backend and the runtime's version, so that one backend or
+    quantization never loads another's blob, nor a blob of an older export or runtime."""
+    files = [graph, graph.with_suffix(".bin")] if graph.suffix == ".xml" else [graph]
+    stats = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    seed = "\0".join([backend.name, runtime_version, *stats])
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
+    return graph.parent / "compiled" / f"{backend.name}-{digest}"
+
+
+def _compile_cached(core: Any, graph: Path, config: dict[str, Any], cache: Path) -> Any:
+    """``graph`` compiled for the CPU through OpenVINO's cache in ``cache``: the first load
+    compiles it and writes the blob, later ones import the blob (docs/embedding-backends.md,
+    "Fixed costs"). A cache that does not load (a blob cut short, a folder that cannot be
+    written) is emptied and the graph compiled again; without a cache as a last resort."""
+    for attempt in range(2):
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            return core.compile_model(str(graph), "CPU", {**config, "CACHE_DIR": str(cache)})
+        except (RuntimeError, OSError) as e:
+            print(f"chunkmill: the compiled model in {cache} did not load ({e}".splitlines()[0]
+                  + "); compiling again", file=sys.stderr)  # fmt: skip
+            shutil.rmtree(cache, ignore_errors=True)
+            if attempt:
+                return core.compile_model(str(graph), "CPU", config)
+    raise AssertionError("unreachable")
 
 
 def load_encoder(

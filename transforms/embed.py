@@ -1,6 +1,6 @@
-"""Embedding the chunks a run needs: Beam's RunInference over the texts of the hashes that
-the store does not hold yet, the vectors committed to the store as they are made
-(``embedstore``).
+"""Embedding the chunks a run needs: the texts of the hashes that the store does not hold yet,
+encoded by one model per worker process (Beam's ``Shared``), the vectors committed to the
+store as they are made (``embedstore``).
 
 ``EmbedTexts`` takes ``(chunk_hash, text)`` pairs and the sorted list of the hashes to embed.
 The hashes are cut into groups of ``texts_per_file`` before the pipeline starts (``Groups``):
@@ -9,6 +9,11 @@ a group is embedded in length-sorted batches of at most ``batch_size`` texts and
 store, whole, as soon as it is done. A killed job keeps every group it finished, and a
 retried bundle writes its groups again under the same names (``embedstore.write_vectors``),
 so no hash is stored twice for one key by a retry or a re-run.
+
+Not RunInference: importing ``apache_beam.ml.inference`` imports torch and scipy (Beam's
+model manager), seconds and hundreds of MB that an ONNX or OpenVINO backend never uses
+(docs/embedding-backends.md, "Fixed costs"); a group is already a batch, so what RunInference
+adds here is its model sharing, which ``Shared`` gives.
 """
 
 from __future__ import annotations
@@ -21,17 +26,17 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult
+from apache_beam.utils import shared
 
 from chunkmill import embedding
 from chunkmill.transforms import embedstore, parquet_io
 
 
-class EncoderHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
-    """RunInference's handler for the model as its backend runs it
-    (``embedding.load_encoder``), one group of texts per call, encoded in length-sorted
-    batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens: Beam
-    shares one loaded model per worker."""
+class EncodeGroups(beam.DoFn):
+    """``((hashes...), [texts...])`` → ``((hashes...), vectors)``: the model as its backend
+    runs it (``embedding.load_encoder``), loaded once per worker process and shared by its
+    threads, encodes a group in length-sorted batches of at most ``batch_size`` texts and
+    ``max_batch_tokens`` padded tokens."""
 
     def __init__(
         self,
@@ -40,31 +45,25 @@ class EncoderHandler(ModelHandler[Sequence[str], PredictionResult, Any]):
         device: str = "cpu",
         max_batch_tokens: int | None = None,
     ) -> None:
-        super().__init__()
         self._model = model
         self._batch_size = batch_size
         self._device = device
         self._max_batch_tokens = max_batch_tokens
+        self._shared = shared.Shared()
+        self._encoder: Any = None
 
-    def load_model(self) -> Any:
+    def _load(self) -> Any:
         return embedding.load_encoder(self._model, self._device, self._max_batch_tokens)
 
-    def run_inference(
-        self,
-        batch: Sequence[Sequence[str]],
-        model: Any,
-        inference_args: dict[str, Any] | None = None,
-    ) -> Iterable[PredictionResult]:
-        return [
-            PredictionResult(texts, model.encode(list(texts), batch_size=self._batch_size))
-            for texts in batch
-        ]
+    def setup(self) -> None:
+        tag = f"{self._model.key}/{self._device}/{self._max_batch_tokens}"
+        self._encoder = self._shared.acquire(self._load, tag=tag)
 
-    def batch_elements_kwargs(self) -> dict[str, Any]:
-        return {"min_batch_size": 1, "max_batch_size": 1}  # a group is already a batch
-
-    def share_model_across_processes(self) -> bool:
-        return False
+    def process(
+        self, element: tuple[tuple[str, ...], list[str]]
+    ) -> Iterator[tuple[tuple[str, ...], np.ndarray]]:
+        hashes, texts = element
+        yield hashes, self._encoder.encode(texts, batch_size=self._batch_size)
 
 
 def texts_of(path: str, needed: pa.Array) -> Iterator[tuple[str, str]]:
@@ -108,9 +107,9 @@ class _WriteGroup(beam.DoFn):
         self._output = output
         self._model = model
 
-    def process(self, element: tuple[tuple[str, ...], PredictionResult]) -> Iterator[int]:
-        hashes, result = element
-        vectors = np.asarray(result.inference, dtype=np.float32)
+    def process(self, element: tuple[tuple[str, ...], np.ndarray]) -> Iterator[int]:
+        hashes, vectors = element
+        vectors = np.asarray(vectors, dtype=np.float32)
         dimension = self._model.dimension
         if vectors.ndim != 2 or vectors.shape != (len(hashes), dimension):
             raise ValueError(
@@ -147,19 +146,16 @@ class EmbedTexts(beam.PTransform):
         self._output = output
         self._model = model
         self._groups = Groups(hashes, texts_per_file)
-        self._handler = EncoderHandler(model, batch_size, device, max_batch_tokens)
+        self._encode = EncodeGroups(model, batch_size, device, max_batch_tokens)
 
     def expand(self, texts: beam.PCollection) -> beam.PCollection:
-        from apache_beam.ml.inference.base import RunInference
-
         groups = self._groups
-        handler = self._handler
         return (
             texts
             | "ToGroups" >> beam.Map(lambda pair: (groups.of(pair[0]), pair))
             | "ByGroup" >> beam.GroupByKey()
             | "OneTextPerHash" >> beam.Map(_one_text_per_hash)
-            | "Embed" >> RunInference(KeyedModelHandler(handler))
+            | "Embed" >> beam.ParDo(self._encode)
             | "Commit" >> beam.ParDo(_WriteGroup(self._output, self._model))
             | "Stored" >> beam.CombineGlobally(sum)
         )

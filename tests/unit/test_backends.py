@@ -96,3 +96,50 @@ def test_graph_tokenizing_gives_transformers_ids_with_or_without_tokenizer_json(
             assert got[name].tolist() == want[name].tolist(), name
         assert encoder.lengths(texts) == [int(m.sum()) for m in want["attention_mask"]]
     assert max(fast.lengths(texts)) == 256
+
+
+def test_openvino_finds_its_compiled_model_in_the_cache_and_rebuilds_a_damaged_one(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CHUNKMILL_CACHE", str(tmp_path))
+    model = embedding.describe(backend="openvino")
+    texts = ["a short one", "a longer sentence about embedding chunks of text"]
+    first = embedding.load_encoder(model)
+    assert first.cache.is_relative_to(tmp_path)
+    assert not first.compiled.get_property("LOADED_FROM_CACHE")
+    expected = first.encode(texts)
+    second = embedding.load_encoder(model)
+    assert second.compiled.get_property("LOADED_FROM_CACHE")
+    assert np.array_equal(second.encode(texts), expected)
+    for blob in first.cache.iterdir():
+        blob.write_bytes(b"not a compiled model")
+    rebuilt = embedding.load_encoder(model)
+    assert not rebuilt.compiled.get_property("LOADED_FROM_CACHE")
+    assert np.array_equal(rebuilt.encode(texts), expected)
+    assert embedding.load_encoder(model).compiled.get_property("LOADED_FROM_CACHE")
+
+
+def test_each_backend_compiles_into_a_cache_of_its_own(tmp_path):
+    graph = tmp_path / "model.xml"
+    graph.write_text("<net/>")
+    graph.with_suffix(".bin").write_bytes(b"weights")
+    folders = {
+        backends.compiled_cache_dir(graph, backends.parse_backend(name), "2026.1")
+        for name in ("openvino", "openvino-bf16", "openvino-int8")
+    }
+    assert len(folders) == 3 and all(f.parent == tmp_path / "compiled" for f in folders)
+    openvino = backends.parse_backend("openvino")
+    before = backends.compiled_cache_dir(graph, openvino, "2026.1")
+    assert before != backends.compiled_cache_dir(graph, openvino, "2027.0")
+    graph.with_suffix(".bin").write_bytes(b"other weights")  # a new export, another blob
+    assert before != backends.compiled_cache_dir(graph, openvino, "2026.1")
+
+
+def test_a_cache_that_cannot_be_written_still_compiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUNKMILL_CACHE", str(tmp_path))
+    model = embedding.describe(backend="openvino")
+    cache = embedding.load_encoder(model).cache
+    shutil.rmtree(cache)
+    cache.write_text("a file where the cache folder goes")
+    encoder = embedding.load_encoder(model)
+    assert encoder.encode(["text"]).shape == (1, model.dimension)
