@@ -274,6 +274,20 @@ def add_storage_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+# The chunking flags `run` and `eval` both pass to ChunkingConfig.create as they are.
+_CHUNKING_PARAMETERS = (
+    "context_prev_chars", "context_next_chars", "max_embed_tokens", "min_chunk_tokens",
+    "heading_context", "max_tokens", "overlap_tokens", "overlap_sentences", "chunk_size",
+    "chunk_overlap", "semantic_model", "breakpoint", "sentence_buffer", "min_tokens",
+    "pdf_engine",
+)  # fmt: skip
+
+
+def chunking_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The chunking flags of a parsed command line, by ``ChunkingConfig.create``'s names."""
+    return {name: getattr(args, name) for name in _CHUNKING_PARAMETERS}
+
+
 def model_tokenizer(model: str | None, tokenizer: str) -> str:
     """The ``--tokenizer`` spec to count with: ``tokenizer``, or, with ``--model``, the
     model's own (resolved as ``embed`` resolves ``--model``)."""

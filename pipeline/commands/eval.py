@@ -18,6 +18,7 @@ from chunkmill.pipeline.options import (
     Parser,
     UsageError,
     absolute,
+    chunking_parameters,
     location,
     model_tokenizer,
 )
@@ -275,21 +276,7 @@ def chunking_config(args: argparse.Namespace, where: str | None = None) -> Chunk
         return ChunkingConfig.create(
             args.strategy,
             tokenizer=_tokenizer(args),
-            context_prev_chars=args.context_prev_chars,
-            context_next_chars=args.context_next_chars,
-            max_embed_tokens=args.max_embed_tokens,
-            min_chunk_tokens=args.min_chunk_tokens,
-            heading_context=args.heading_context,
-            max_tokens=args.max_tokens,
-            overlap_tokens=args.overlap_tokens,
-            overlap_sentences=args.overlap_sentences,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            semantic_model=args.semantic_model,
-            breakpoint=args.breakpoint,
-            sentence_buffer=args.sentence_buffer,
-            min_tokens=args.min_tokens,
-            pdf_engine=args.pdf_engine,
+            **chunking_parameters(args),
         )
     except ParameterError as e:
         flags = {a.dest: a.option_strings[0] for a in _chunking_actions()}
