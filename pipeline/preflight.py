@@ -365,6 +365,7 @@ def resolve_prior(
             proven = prove_run(runstate.run_dir(output, prior_run), prior_run)
         except PriorRefused as e:
             raise UsageError(str(e)) from None
+        check_text_store(output, prior_run)
         glob = FileSystems.join(runstate.table_dir(output, prior_run, "manifest"), "*.parquet")
         return "auto", glob, prior_run, proven.files, proven.errors
     try:
@@ -372,6 +373,34 @@ def resolve_prior(
     except PriorRefused as e:
         raise UsageError(f"argument --prior-manifest {mode!r}: {e}") from None
     return "path", options.absolute(mode), None, proven.files, proven.errors
+
+
+def check_text_store(output: str, prior_run: str) -> None:
+    """The prior run's text store, which this run adds to, is whole (its ``_TEXT`` parses and
+    every file it names is there with its size): found at launch, not when the run publishes
+    after chunking the whole corpus (the run checks again then). A file missing because
+    ``runs gc`` compacted the store meanwhile is not damage: its index changed, so it is read
+    again."""
+    from chunkmill.transforms import textstore
+
+    path = textstore.index_path(output, prior_run)
+    try:
+        for _ in range(3):
+            if not FileSystems.exists(path):
+                return  # a run of an older release, or one whose prior came from elsewhere
+            seen = runstate.read_bytes(path)
+            try:
+                textstore.prove(output, textstore.parse_index(seen))
+                return
+            except textstore.TextMissing:
+                if runstate.read_bytes(path) == seen:
+                    raise
+        raise textstore.TextMissing(f"{path} was rewritten three times while it was read")
+    except (textstore.CorruptIndex, textstore.TextMissing) as e:
+        raise UsageError(
+            f"the text store of the prior run {prior_run} cannot be used ({e}). Restore its "
+            f"{textstore.INDEX} and files, or re-run with --prior-manifest none"
+        ) from None
 
 
 def check_writable(output: str) -> None:

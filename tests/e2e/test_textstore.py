@@ -381,17 +381,24 @@ def test_a_run_publishing_while_gc_compacts_its_prior_names_the_compacted_text(
     assert sorted(hashes) == sorted(manifest_hashes(r2)) and not dead
 
 
-def test_a_run_over_a_store_file_deleted_by_hand_is_refused(chunkmill, corpus, capsys):
+@pytest.mark.parametrize("damage", ["file deleted", "index garbled"])
+def test_a_run_over_a_damaged_store_is_refused_at_launch(chunkmill, corpus, capsys, damage):
     r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
     output = r1.dir.parents[1]
-    (output / "text" / "r1" / "text-0.parquet").unlink()
-    argv = ["run", "--input", str(corpus / "**"), "--output", str(output), "--run-id", "r2"]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "text store of the prior run r1 cannot be used" in err and "text-0.parquet" in err
-    assert "Traceback" not in err
+    if damage == "file deleted":
+        (output / "text" / "r1" / "text-0.parquet").unlink()
+        named = "text-0.parquet"
+    else:
+        (r1.dir / textstore.INDEX).write_text('{"files": 3}')
+        named = "r1"
+    for command in ("run", "plan"):
+        argv = [command, "--input", str(corpus / "**"), "--output", str(output), "--run-id", "r2"]
+        assert main(argv) == 2, command
+        err = capsys.readouterr().err
+        assert "text store of the prior run r1 cannot be used" in err and named in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert (output / "LATEST").read_text().strip() == "r1"
-    assert not (output / "runs" / "r2" / "_SUCCESS").exists()
+    assert not (output / "runs" / "r2").exists()  # refused before the run claimed a folder
 
 
 _GC_PAUSED_BEFORE_ITS_INDEX = """
