@@ -571,17 +571,19 @@ def _compile_cached(core: Any, graph: Path, config: dict[str, Any], cache: Path)
     compiles it and writes the blob, later ones import the blob (docs/embedding-backends.md,
     "Fixed costs"). A cache that does not load (a blob cut short, a folder that cannot be
     written) is emptied and the graph compiled again; without a cache as a last resort."""
-    for attempt in range(2):
+    for _ in range(2):  # a cache that fails twice: compile without one
         try:
             cache.mkdir(parents=True, exist_ok=True)
             return core.compile_model(str(graph), "CPU", {**config, "CACHE_DIR": str(cache)})
         except (RuntimeError, OSError) as e:
-            print(f"chunkmill: the compiled model in {cache} did not load ({e}".splitlines()[0]
-                  + "); compiling again", file=sys.stderr)  # fmt: skip
+            reason = (str(e).splitlines() or [type(e).__name__])[0]
+            print(
+                f"chunkmill: the compiled model in {cache} did not load ({reason}); "
+                "compiling again",
+                file=sys.stderr,
+            )
             shutil.rmtree(cache, ignore_errors=True)
-            if attempt:
-                return core.compile_model(str(graph), "CPU", config)
-    raise AssertionError("unreachable")
+    return core.compile_model(str(graph), "CPU", config)
 
 
 def load_encoder(
