@@ -378,24 +378,11 @@ def resolve_prior(
 def check_text_store(output: str, prior_run: str) -> None:
     """The prior run's text store, which this run adds to, is whole (its ``_TEXT`` parses and
     every file it names is there with its size): found at launch, not when the run publishes
-    after chunking the whole corpus (the run checks again then). A file missing because
-    ``runs gc`` compacted the store meanwhile is not damage: its index changed, so it is read
-    again."""
+    after chunking the whole corpus (the run checks again then)."""
     from chunkmill.transforms import textstore
 
-    path = textstore.index_path(output, prior_run)
     try:
-        for _ in range(3):
-            if not FileSystems.exists(path):
-                return  # a run of an older release, or one whose prior came from elsewhere
-            seen = runstate.read_bytes(path)
-            try:
-                textstore.prove(output, textstore.parse_index(seen))
-                return
-            except textstore.TextMissing:
-                if runstate.read_bytes(path) == seen:
-                    raise
-        raise textstore.TextMissing(f"{path} was rewritten three times while it was read")
+        textstore.prove_run(output, prior_run)
     except (textstore.CorruptIndex, textstore.TextMissing) as e:
         raise UsageError(
             f"the text store of the prior run {prior_run} cannot be used ({e}). Restore its "
