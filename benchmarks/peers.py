@@ -19,7 +19,8 @@ process tree; and chunkmill's 1%-edited re-run, as a share of the first run's va
     python -m benchmarks.peers --baseline TREE  # chunkmill's figures against another tree's
 
 With ``--baseline`` (a source tree of chunkmill, e.g. ``git archive`` of an earlier commit),
-the contender is chunkmill itself as that tree has it, in this interpreter: the same figures
+the contender is chunkmill itself as that tree has it, all of it (``source_view``), in this
+interpreter: the same figures
 for both trees, interleaved, side by side, so that a change is measured as a ratio on the
 shared machine.
 """
@@ -151,26 +152,45 @@ class Tree:
         return (self.best(self.reruns, cpu) - fixed) / variable
 
 
+def source_view(tree: Path, folder: Path) -> Path:
+    """A folder in which ``python -m chunkmill`` runs ``tree``'s code, all of it.
+
+    ``chunkmill.pipeline`` and ``chunkmill.transforms`` live in ``pipeline/`` and
+    ``transforms/`` (package-dir), so a tree's ``chunkmill/`` alone, found first on the path,
+    would still import them from wherever chunkmill is installed. The view is a
+    ``chunkmill/`` of links to the tree's files with ``pipeline`` and ``transforms`` linked
+    inside it, found by the path before the installed package's finder is asked."""
+    package = _fresh(folder) / "chunkmill"
+    package.mkdir(parents=True)
+    for entry in (tree / "chunkmill").iterdir():
+        (package / entry.name).symlink_to(entry)
+    for sub in ("pipeline", "transforms"):
+        (package / sub).symlink_to(tree / sub)
+    return folder
+
+
 def compare_trees(work: Path, full: Path, one: Path, trees: list[Tree], rounds: int) -> list[str]:
     """The peers figures of chunkmill for each of ``trees`` (first run, one document, the
-    1%-edited re-run and its share), interleaved round by round; the table of them."""
+    1%-edited re-run and its share), interleaved round by round; the table of them. Each
+    tree runs from its own ``source_view``."""
     python = Path(sys.executable)
+    views = {t.name: str(source_view(t.root, work / f"view-{i}")) for i, t in enumerate(trees)}
     for r in range(rounds):
         for tree in trees if r % 2 == 0 else trees[::-1]:
             for docs, runs in ((full, tree.figures.first), (one, tree.figures.one)):
                 out = _fresh(work / f"out-{tree.name}")
-                runs.append(m := measure(chunkmill(python, docs, out), cwd=str(tree.root)))
+                runs.append(m := measure(chunkmill(python, docs, out), cwd=views[tree.name]))
                 _log(f"round {r + 1}: {tree.name} on {docs.name}: {m.wall_s:.1f} s wall")
     bases = {}
     for tree in trees:
         bases[tree.name] = _fresh(work / f"base-{tree.name}")
-        measure(chunkmill(python, full, bases[tree.name]), cwd=str(tree.root))
+        measure(chunkmill(python, full, bases[tree.name]), cwd=views[tree.name])
     edited = edit_one_percent(full)
     for r in range(rounds):
         for tree in trees if r % 2 == 0 else trees[::-1]:
             out = work / f"rerun-{tree.name}"
             shutil.copytree(bases[tree.name], _fresh(out))
-            m = measure(chunkmill(python, full, out, prior="auto"), cwd=str(tree.root))
+            m = measure(chunkmill(python, full, out, prior="auto"), cwd=views[tree.name])
             tree.reruns.append(m)
             _log(f"round {r + 1}: {tree.name} re-run after {edited} edits: {m.wall_s:.1f} s")
     this, base = trees
