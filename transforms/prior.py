@@ -101,6 +101,9 @@ SUMMARY = pa.schema(
     ]
 )
 KEPT_DOCS = pa.schema([pa.field("doc_id", pa.string(), nullable=False)])
+# The tag of a SUMMARY message among the values the join by doc-id bucket groups
+# (``doc_plan``): SummariseParts gives them tagged, so the graph has no step to tag them.
+SUMMARY_TAG = 1
 
 
 def list_parts(path: str) -> Iterator[PriorPart]:
@@ -264,16 +267,18 @@ def hash_counts(table: pa.Table) -> pa.Table:
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc bucket, IPC message of SUMMARY rows)``, one per doc-id bucket
-    the part has documents in; tagged ``HASHES``: ``(hash bucket, IPC message of the part's
-    hashes in it with their row counts)``."""
+    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, IPC message of SUMMARY rows))``, one per
+    doc-id bucket the part has documents in, as the join by doc-id bucket takes them;
+    tagged ``HASHES``: ``(hash bucket, IPC message of the part's hashes in it with their row
+    counts)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
-        yield from by_bucket(summary_table(table, part.key), "doc_id")
+        for bucket, summary in by_bucket(summary_table(table, part.key), "doc_id"):
+            yield bucket, (SUMMARY_TAG, summary)
         for bucket, counts in by_bucket(hash_counts(table)):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, counts))
 
@@ -430,7 +435,8 @@ class ApplyVerdicts(beam.DoFn):
 
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
-    """``PriorPart`` → ``{"summaries": (doc bucket, IPC message of SUMMARY rows), "hashes":
+    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
+    rows)), "hashes":
     (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read with
     ``read(part, columns)``."""
 
