@@ -219,7 +219,7 @@ def summary_table(table: pa.Table, part: str) -> pa.Table:
     return pa.table(
         [
             g["doc_id"],
-            pa.array([part] * g.num_rows, pa.string()),
+            pa.repeat(pa.scalar(part, pa.string()), g.num_rows),
             pc.cast(g["rows"], pa.int64()),
             *(prior_summary.shared(g, name) for name in carryover.SHARED_COLUMNS),
         ],
