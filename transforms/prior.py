@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import carryover, prior_summary, schema
+from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import runstate
@@ -184,9 +184,7 @@ def invalid_rows(table: pa.Table) -> str | None:
     return None
 
 
-# The bytes of lowercase hex digits, as a lookup table over byte values.
-_HEX_BYTES = np.zeros(256, dtype=bool)
-_HEX_BYTES[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
+_ZERO, _A = np.uint8(ord("0")), np.uint8(ord("a"))
 
 
 def _all_hex(column: pa.ChunkedArray | pa.Array, chars: int) -> bool:
@@ -208,23 +206,64 @@ def _all_hex(column: pa.ChunkedArray | pa.Array, chars: int) -> bool:
     if not bool((np.diff(offsets) == chars).all()) or data_buffer is None:
         return False
     data = np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
-    return bool(_HEX_BYTES[data].all())
+    # Bytes wrap below zero: data - 48 <= 9 only for "0".."9", data - 97 <= 5 for "a".."f".
+    return bool((((data - _ZERO) <= 9) | ((data - _A) <= 5)).all())
 
 
 def summary_table(table: pa.Table, part: str) -> pa.Table:
-    """One ``SUMMARY`` row for every document with rows in ``table`` (one part)."""
+    """One ``SUMMARY`` row for every document with rows in ``table`` (one part): its rows,
+    and the value each of the ``SHARED_COLUMNS`` has in all of them (null where they differ
+    or any is null), as ``prior_summary.summarise`` and ``shared`` give it. Read off runs of
+    a document's rows, a few array passes instead of a hash aggregation of every shared
+    column: a part holds each document's rows together, as the manifest is written, and is
+    sorted by doc_id first where it does not."""
     if table.num_rows == 0:
         return SUMMARY.empty_table()
-    g = prior_summary.summarise(table)
+    docs = _plain(table["doc_id"])
+    starts = _run_starts(docs)
+    if len(starts) != pc.count_distinct(docs).as_py():
+        table = table.take(pc.sort_indices(docs))
+        docs = _plain(table["doc_id"])
+        starts = _run_starts(docs)
+    rows = np.diff(np.append(starts, table.num_rows))
+    firsts = pa.array(starts)
     return pa.table(
         [
-            g["doc_id"],
-            pa.repeat(pa.scalar(part, pa.string()), g.num_rows),
-            pc.cast(g["rows"], pa.int64()),
-            *(prior_summary.shared(g, name) for name in carryover.SHARED_COLUMNS),
+            docs.take(firsts),
+            pa.repeat(pa.scalar(part, pa.string()), len(starts)),
+            pa.array(rows, pa.int64()),
+            *(_shared_in_runs(_plain(table[name]), starts) for name in carryover.SHARED_COLUMNS),
         ],
         schema=SUMMARY,
     )
+
+
+def _differs_from_previous(values: pa.Array) -> np.ndarray:
+    """Per row: whether its value differs from the row before (not for the first row; a null
+    beside a value differs, two nulls do not)."""
+    out = np.zeros(len(values), dtype=bool)
+    if len(values) > 1:
+        after, before = values.slice(1), values.slice(0, len(values) - 1)
+        differs = pc.fill_null(pc.not_equal(after, before), False)
+        differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
+        out[1:] = differs.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _run_starts(docs: pa.Array) -> np.ndarray:
+    """The first row of each run of equal doc_ids."""
+    return np.flatnonzero(_differs_from_previous(docs) | (np.arange(len(docs)) == 0))
+
+
+def _shared_in_runs(values: pa.Array, starts: np.ndarray) -> pa.Array:
+    """Per run (beginning at ``starts``): the value every row of the run has, or null if they
+    differ or any is null."""
+    bad = _differs_from_previous(values)
+    bad[starts] = False  # a run's first row is compared with no other
+    bad |= pc.is_null(values).to_numpy(zero_copy_only=False)
+    mixed = np.logical_or.reduceat(bad, starts)
+    first = values.take(pa.array(starts))
+    return pc.if_else(pa.array(mixed), pa.scalar(None, values.type), first)
 
 
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
