@@ -55,7 +55,7 @@ _ASIDE = "aside"
 # Tags of the values grouped by doc-id bucket. Values cross the shuffle as Arrow IPC messages
 # (the listing's documents, the prior's summaries) or plain tuples of strings (the prior's
 # failures, which are few), which Beam's coder encodes natively.
-_LISTED, _SUMMARY, _FAILED_BEFORE = 0, 1, 2
+_LISTED, _SUMMARY, _FAILED_BEFORE = 0, prior.SUMMARY_TAG, 2
 
 # The listing's documents as they cross the join by doc_id: Arrow rows, not elements. A
 # document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of the same
@@ -79,11 +79,6 @@ _KEPT_HOLD = 200_000
 # them: a bucket of a small corpus holds a few dozen, too few for Arrow to be worth its
 # cost per call; a bucket of a large one, all it needs.
 _PLAN_HOLD = 100_000
-
-
-def _prior_summaries_by_bucket(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
-    bucket, message = element
-    return bucket, (_SUMMARY, message)
 
 
 def _prior_error_by_bucket(
@@ -430,9 +425,7 @@ class PlanDocs(beam.PTransform):
         )
         by_doc = [inputs["listed"]]
         if "summaries" in inputs:
-            by_doc.append(
-                inputs["summaries"] | "TagPriorSummaries" >> beam.Map(_prior_summaries_by_bucket)
-            )
+            by_doc.append(inputs["summaries"])  # tagged by SummariseParts
         if "prior_errors" in inputs:
             by_doc.append(
                 inputs["prior_errors"]

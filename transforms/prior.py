@@ -28,13 +28,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from chunkmill import carryover, prior_summary, schema
+from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import runstate
@@ -100,6 +101,9 @@ SUMMARY = pa.schema(
     ]
 )
 KEPT_DOCS = pa.schema([pa.field("doc_id", pa.string(), nullable=False)])
+# The tag of a SUMMARY message among the values the join by doc-id bucket groups
+# (``doc_plan``): SummariseParts gives them tagged, so the graph has no step to tag them.
+SUMMARY_TAG = 1
 
 
 def list_parts(path: str) -> Iterator[PriorPart]:
@@ -169,7 +173,7 @@ def invalid_rows(table: pa.Table) -> str | None:
             row = pc.index(pc.is_null(column), True).as_py()
             return f"{name} is null in row {row}"
         chars = _HEX_CHARS.get(name)
-        if chars is None:
+        if chars is None or _all_hex(column, chars):
             continue
         ok = pc.fill_null(pc.match_substring_regex(column, f"^[0-9a-f]{{{chars}}}$"), True)
         if not pc.all(ok).as_py():
@@ -180,20 +184,86 @@ def invalid_rows(table: pa.Table) -> str | None:
     return None
 
 
+_ZERO, _A = np.uint8(ord("0")), np.uint8(ord("a"))
+
+
+def _all_hex(column: pa.ChunkedArray | pa.Array, chars: int) -> bool:
+    """Whether every non-null value of ``column`` is ``chars`` lowercase hex characters,
+    read off the column's offsets and bytes in two array passes, not a regex per value
+    (``False`` for a column it cannot read so, which ``invalid_rows`` then matches value by
+    value)."""
+    values = pc.drop_null(column)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.type != pa.string():
+        return False
+    if len(values) == 0:
+        return True
+    _, offset_buffer, data_buffer = values.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    if not bool((np.diff(offsets) == chars).all()) or data_buffer is None:
+        return False
+    data = np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
+    # Bytes wrap below zero: data - 48 <= 9 only for "0".."9", data - 97 <= 5 for "a".."f".
+    return bool((((data - _ZERO) <= 9) | ((data - _A) <= 5)).all())
+
+
 def summary_table(table: pa.Table, part: str) -> pa.Table:
-    """One ``SUMMARY`` row for every document with rows in ``table`` (one part)."""
+    """One ``SUMMARY`` row for every document with rows in ``table`` (one part): its rows,
+    and the value each of the ``SHARED_COLUMNS`` has in all of them (null where they differ
+    or any is null), as ``prior_summary.summarise`` and ``shared`` give it. Read off runs of
+    a document's rows, a few array passes instead of a hash aggregation of every shared
+    column: a part holds each document's rows together, as the manifest is written, and is
+    sorted by doc_id first where it does not."""
     if table.num_rows == 0:
         return SUMMARY.empty_table()
-    g = prior_summary.summarise(table)
+    docs = _plain(table["doc_id"])
+    starts = _run_starts(docs)
+    if len(starts) != pc.count_distinct(docs).as_py():
+        table = table.take(pc.sort_indices(docs))
+        docs = _plain(table["doc_id"])
+        starts = _run_starts(docs)
+    rows = np.diff(np.append(starts, table.num_rows))
+    firsts = pa.array(starts)
     return pa.table(
         [
-            g["doc_id"],
-            pa.array([part] * g.num_rows, pa.string()),
-            pc.cast(g["rows"], pa.int64()),
-            *(prior_summary.shared(g, name) for name in carryover.SHARED_COLUMNS),
+            docs.take(firsts),
+            pa.repeat(pa.scalar(part, pa.string()), len(starts)),
+            pa.array(rows, pa.int64()),
+            *(_shared_in_runs(_plain(table[name]), starts) for name in carryover.SHARED_COLUMNS),
         ],
         schema=SUMMARY,
     )
+
+
+def _differs_from_previous(values: pa.Array) -> np.ndarray:
+    """Per row: whether its value differs from the row before (not for the first row; a null
+    beside a value differs, two nulls do not)."""
+    out = np.zeros(len(values), dtype=bool)
+    if len(values) > 1:
+        after, before = values.slice(1), values.slice(0, len(values) - 1)
+        differs = pc.fill_null(pc.not_equal(after, before), False)
+        differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
+        out[1:] = differs.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _run_starts(docs: pa.Array) -> np.ndarray:
+    """The first row of each run of equal doc_ids."""
+    return np.flatnonzero(_differs_from_previous(docs) | (np.arange(len(docs)) == 0))
+
+
+def _shared_in_runs(values: pa.Array, starts: np.ndarray) -> pa.Array:
+    """Per run (beginning at ``starts``): the value every row of the run has, or null if they
+    differ or any is null."""
+    bad = _differs_from_previous(values)
+    bad[starts] = False  # a run's first row is compared with no other
+    bad |= pc.is_null(values).to_numpy(zero_copy_only=False)
+    mixed = np.logical_or.reduceat(bad, starts)
+    first = values.take(pa.array(starts))
+    return pc.if_else(pa.array(mixed), pa.scalar(None, values.type), first)
 
 
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
@@ -236,16 +306,18 @@ def hash_counts(table: pa.Table) -> pa.Table:
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc bucket, IPC message of SUMMARY rows)``, one per doc-id bucket
-    the part has documents in; tagged ``HASHES``: ``(hash bucket, IPC message of the part's
-    hashes in it with their row counts)``."""
+    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, IPC message of SUMMARY rows))``, one per
+    doc-id bucket the part has documents in, as the join by doc-id bucket takes them;
+    tagged ``HASHES``: ``(hash bucket, IPC message of the part's hashes in it with their row
+    counts)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         self._read = read
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
-        yield from by_bucket(summary_table(table, part.key), "doc_id")
+        for bucket, summary in by_bucket(summary_table(table, part.key), "doc_id"):
+            yield bucket, (SUMMARY_TAG, summary)
         for bucket, counts in by_bucket(hash_counts(table)):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, counts))
 
@@ -402,7 +474,8 @@ class ApplyVerdicts(beam.DoFn):
 
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
-    """``PriorPart`` → ``{"summaries": (doc bucket, IPC message of SUMMARY rows), "hashes":
+    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
+    rows)), "hashes":
     (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read with
     ``read(part, columns)``."""
 

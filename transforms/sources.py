@@ -5,7 +5,7 @@ composite that starts from the pipeline, as Beam's own ``io`` reads do."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import pyarrow.parquet as pq
@@ -13,7 +13,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import stores
-from chunkmill.items import PriorError
+from chunkmill.items import PriorError, PriorPart
 from chunkmill.transforms import prior, storage
 
 
@@ -77,7 +77,11 @@ class ReadManifest(beam.PTransform):
     empty. ``files`` are exactly the manifest's files (those the prior run's ``_SUCCESS``
     lists, proven before the run: ``chunkmill.pipeline.preflight``), never a glob, so a stray file
     beside them is not read. The rows themselves are read by ``ChunkCorpus``
-    (``prior``)."""
+    (``prior``).
+
+    The parts are grouped by their key, which spreads them as a ``Reshuffle`` would, in
+    fewer steps (each step of a graph costs its start-up on every run, a nightly one
+    included): one impulse lists every file's row groups, and the grouping spreads them."""
 
     def __init__(self, files: Sequence[str]) -> None:
         super().__init__()
@@ -88,10 +92,22 @@ class ReadManifest(beam.PTransform):
             return pbegin | "NoPriorManifest" >> beam.Create([])
         return (
             pbegin
-            | "Files" >> beam.Create(self._files, reshuffle=False)  # the parts are, next
-            | "ListParts" >> beam.FlatMap(prior.list_parts)
-            | "SpreadParts" >> beam.Reshuffle()
+            | "Start" >> beam.Impulse()
+            | "ListParts" >> beam.FlatMap(_part_keys, files=self._files)
+            | "SpreadParts" >> beam.GroupByKey()
+            | "Parts" >> beam.Map(_part)
         )
+
+
+def _part_keys(_: bytes, files: Sequence[str]) -> Iterator[tuple[str, None]]:
+    """Every row group of ``files`` (``prior.list_parts``), keyed by its part key."""
+    for path in files:
+        for part in prior.list_parts(path):
+            yield part.key, None
+
+
+def _part(grouped: tuple[str, Iterable[None]]) -> PriorPart:
+    return PriorPart.from_key(grouped[0])
 
 
 def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:

@@ -27,8 +27,13 @@ def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tm
     with TestPipeline(runner="FnApiRunner") as p:
         out = p | beam.Create(parts) | prior.SummarisePrior()
         assert_that(
+            out["summaries"] | "Tags" >> beam.Map(lambda e: e[1][0]) | beam.Distinct(),
+            equal_to([prior.SUMMARY_TAG]),  # as the join by doc-id bucket takes them
+            label="Tagged",
+        )
+        assert_that(
             out["summaries"]
-            | "Docs" >> beam.FlatMap(lambda e: prior.from_ipc(e[1], prior.SUMMARY).to_pylist())
+            | "Docs" >> beam.FlatMap(lambda e: prior.from_ipc(e[1][1], prior.SUMMARY).to_pylist())
             | beam.Map(lambda s: (s["doc_id"], s["part"], s["rows"])),
             equal_to(
                 [

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chunkmill import ids, schema
+from chunkmill import carryover, ids, prior_summary, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, Verdict
 from chunkmill.refusal import RunRefused
 from chunkmill.transforms import prior
@@ -139,3 +141,40 @@ def test_concat_tables_joins_small_tables_into_row_groups_and_loses_no_row():
     assert [x for t in out for x in t["x"].to_pylist()] == list(range(50))
     big = pa.table({"x": list(range(100))})
     assert list(fn.process(big)) == [big]  # already a row group's worth: passed on as is
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_summaries_read_off_runs_equal_the_aggregation_of_every_row(seed):
+    """Documents whose rows lie together or apart, agree or not, with nulls among them: the
+    summary is what ``prior_summary.summarise`` and ``shared`` make of the same rows."""
+    rng = random.Random(seed)
+    rows = []
+    for d in range(12):
+        for r in rows_of(f"/c/{d}.md", *(f"word{d}x{i}" for i in range(rng.randint(1, 4)))):
+            for name in carryover.SHARED_COLUMNS:
+                pick = rng.random()
+                if pick < 0.1:
+                    r[name] = None
+                elif pick < 0.2 and name != "source_uri":
+                    r[name] = "other"
+            rows.append(r)
+    if seed % 2:
+        rng.shuffle(rows)  # not grouped by document: sorted first
+    table = manifest_table(rows)
+    got = prior.summary_table(table, "0:/p.parquet").to_pylist()
+    g = prior_summary.summarise(table)
+    want = [
+        {
+            "doc_id": doc,
+            "part": "0:/p.parquet",
+            "rows": n,
+            **dict(zip(carryover.SHARED_COLUMNS, v, strict=True)),
+        }
+        for doc, n, *v in zip(
+            g["doc_id"].to_pylist(),
+            g["rows"].to_pylist(),
+            *(prior_summary.shared(g, name).to_pylist() for name in carryover.SHARED_COLUMNS),
+            strict=True,
+        )
+    ]
+    assert sorted(got, key=lambda r: r["doc_id"]) == sorted(want, key=lambda r: r["doc_id"])

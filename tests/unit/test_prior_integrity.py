@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -97,6 +98,27 @@ def test_ids_and_hashes_of_the_wrong_shape_refuse_the_run(tmp_path, column, valu
     assert str(path) in info.value.line and "row 3" in info.value.line
     for word in words:
         assert word in info.value.line
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["ab" * 16, None, "0123456789abcdef" * 2], True),
+        (["ab" * 16, "ab" * 15 + "aé"], False),  # 32 bytes, 31 characters
+        (["ab" * 16, "ab" * 15 + "ag"], False),
+        (["ab" * 16, "AB" * 16], False),
+        (["ab" * 16, "ab" * 17], False),
+        ([None, None], True),
+    ],
+)
+def test_the_hex_check_reads_sliced_and_chunked_columns_as_the_pattern_does(values, expected):
+    chunked = pa.chunked_array(
+        [pa.array(["zz"] + values, pa.string()).slice(1), pa.array([], pa.string())]
+    )
+    assert prior._all_hex(chunked, 32) is expected
+    # The pattern it stands for (nulls are invalid_rows' other check).
+    found = prior.invalid_rows(pa.table({"chunk_id": pc.drop_null(chunked)}))
+    assert (found is None) is expected
 
 
 def test_a_null_in_a_required_column_refuses_the_run(tmp_path):
