@@ -74,6 +74,9 @@ _DELIMITER_ROW = re.compile(
     re.M,
 )
 
+# The lines below a delimiter row that hold a "|" (so are not blank), from the row's end.
+_ROWS_BELOW = re.compile(r"(?:\n[^\n|]*\|[^\n]*)*")
+
 # A block's measure against the budget: True when the range [start, end) fits a chunk.
 Fits = Callable[[int, int], bool]
 
@@ -111,16 +114,9 @@ def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
     header = text.rfind("\n", 0, max(row_start - 1, 0)) + 1 if row_start else row_start
     if "|" not in text[header:row_start]:
         header = row_start
-    end = row_end
-    while end < len(text):
-        line_end = text.find("\n", end + 1)
-        if line_end < 0:
-            line_end = len(text)
-        line = text[end + 1 : line_end]
-        if not line.strip() or "|" not in line:
-            break
-        end = line_end
-    return header, end
+    rows = _ROWS_BELOW.match(text, row_end)
+    assert rows is not None  # it matches the empty string
+    return header, rows.end()
 
 
 def _merged(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -86,6 +86,14 @@ def test_blocks_are_fences_tables_and_lists():
     ]
 
 
+def test_a_table_runs_through_the_lines_below_its_delimiter_row_that_hold_a_pipe():
+    text = "a | b\n--|--\n1 | 2\n  x |\nno pipe\n| c |\n|---|\n| 3 |"
+    assert [text[s:e] for s, e in blocks(text)] == [
+        "a | b\n--|--\n1 | 2\n  x |",
+        "| c |\n|---|\n| 3 |",
+    ]
+
+
 def test_a_masked_copy_keeps_offsets_and_counts():
     text = "Before.\n\n```\na. b\n\nc? d\n```\n\nAfter. Done."
     copy = masked(text, lambda a, b: True)
