@@ -58,6 +58,7 @@ _HAS_WIDE_STAND_IN = re.compile("[\U000f0000-\U000f3000]")
 # (U+3000): a text without those bytes holds none, and needs no regex.
 _ASCII_STAND_IN_BYTES = _ASCII_STAND_INS.encode()
 _MASK_BYTES = bytes.maketrans(_ASCII_CUTS.encode(), _ASCII_STAND_IN_BYTES)
+_UNMASK_BYTES = bytes.maketrans(_ASCII_STAND_IN_BYTES, _ASCII_CUTS.encode())
 _WIDE_STAND_IN_LEAD = b"\xf3"
 _WIDE_SPACE_LEADS = (b"\xc2", b"\xe1", b"\xe2", b"\xe3")
 
@@ -205,8 +206,11 @@ def _mask_ascii(part: str) -> str:
 
 def unmasked(text: str) -> str:
     """A masked copy (or a slice of one) as the text it stands for."""
-    text = text.translate(_UNMASK)
-    if _HAS_WIDE_STAND_IN.search(text):
+    if text.isascii():
+        return text.translate(_UNMASK)
+    data = text.encode("utf-8", "surrogatepass")
+    text = data.translate(_UNMASK_BYTES).decode("utf-8", "surrogatepass")
+    if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
         text = text.translate(_UNMASK_WIDE)
     return text
 
