@@ -50,7 +50,17 @@ _MASK_WIDE = str.maketrans({c: chr(_WIDE_STAND_IN + ord(c)) for c in _WIDE_CUTS}
 _UNMASK_WIDE = str.maketrans({chr(_WIDE_STAND_IN + ord(c)): c for c in _WIDE_CUTS})
 _WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
 _HAS_WIDE_STAND_IN = re.compile("[\U000f0000-\U000f3000]")
-_HAS_ASCII_STAND_IN = re.compile("[\x01-\x08\x0e-\x12]")
+# A regex walks a text a character at a time; its UTF-8 bytes are walked by C. An ASCII
+# character is its own single byte in UTF-8 and no byte of another character's is below
+# 0x80, so the ASCII stand-ins and cut characters are found and replaced in the bytes
+# exactly. The wide stand-ins (U+F0000..U+F3000) all start with the lead byte F3 and the
+# wide whitespace with C2 (U+0085, U+00A0), E1 (U+1680), E2 (U+2000..U+205F) or E3
+# (U+3000): a text without those bytes holds none, and needs no regex.
+_ASCII_STAND_IN_BYTES = _ASCII_STAND_INS.encode()
+_MASK_BYTES = bytes.maketrans(_ASCII_CUTS.encode(), _ASCII_STAND_IN_BYTES)
+_UNMASK_BYTES = bytes.maketrans(_ASCII_STAND_IN_BYTES, _ASCII_CUTS.encode())
+_WIDE_STAND_IN_LEAD = b"\xf3"
+_WIDE_SPACE_LEADS = (b"\xc2", b"\xe1", b"\xe2", b"\xe3")
 
 # Matched at a line's start; found through _FENCE_CANDIDATE, whose literal first character
 # lets sre skip through the text in C (a "^" pattern under re.M is tried at every position).
@@ -64,6 +74,9 @@ _DELIMITER_ROW = re.compile(
     r"|^ {0,3}\|[ \t]*:?-+:?[ \t]*\|[ \t]*\r?$",
     re.M,
 )
+
+# The lines below a delimiter row that hold a "|" (so are not blank), from the row's end.
+_ROWS_BELOW = re.compile(r"(?:\n[^\n|]*\|[^\n]*)*")
 
 # A block's measure against the budget: True when the range [start, end) fits a chunk.
 Fits = Callable[[int, int], bool]
@@ -102,16 +115,9 @@ def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
     header = text.rfind("\n", 0, max(row_start - 1, 0)) + 1 if row_start else row_start
     if "|" not in text[header:row_start]:
         header = row_start
-    end = row_end
-    while end < len(text):
-        line_end = text.find("\n", end + 1)
-        if line_end < 0:
-            line_end = len(text)
-        line = text[end + 1 : line_end]
-        if not line.strip() or "|" not in line:
-            break
-        end = line_end
-    return header, end
+    rows = _ROWS_BELOW.match(text, row_end)
+    assert rows is not None  # it matches the empty string
+    return header, rows.end()
 
 
 def _merged(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -136,24 +142,28 @@ def masked(text: str, fits: Fits) -> str:
     if "\n" not in text:
         return text
     found = blocks(text)
-    if not found or _HAS_ASCII_STAND_IN.search(text):
+    if not found:
         return text
-    if not text.isascii() and _HAS_WIDE_STAND_IN.search(text):
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data.translate(None, _ASCII_STAND_IN_BYTES)) != len(data):
+        return text  # an ASCII stand-in already
+    if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
         return text
+    mask = _mask if any(lead in data for lead in _WIDE_SPACE_LEADS) else _mask_ascii
     parts: list[str] = []
     done = 0
     for start, end in found:
         parts.append(text[done:start])
         if fits(start, end):
-            parts.append(_mask(text[start:end]))
+            parts.append(mask(text[start:end]))
         else:
-            parts.append(_masked_lines(text, start, end, fits))
+            parts.append(_masked_lines(text, start, end, fits, mask))
         done = end
     parts.append(text[done:])
     return "".join(parts)
 
 
-def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
+def _masked_lines(text: str, start: int, end: int, fits: Fits, mask: Callable[[str], str]) -> str:
     parts: list[str] = []
     line_start = start
     while line_start < end:
@@ -168,7 +178,7 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
             inner = text[first.start() : last]
             parts += [
                 text[line_start : first.start()],
-                _mask(inner) if fits(first.start(), last) else inner,
+                mask(inner) if fits(first.start(), last) else inner,
                 text[last:line_end],
             ]
         if line_end < end:
@@ -178,16 +188,29 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits) -> str:
 
 
 def _mask(part: str) -> str:
-    masked = part.translate(_MASK)
+    masked = _mask_ascii(part)
     if _WIDE_SPACE.search(masked):
         masked = masked.translate(_MASK_WIDE)
     return masked
 
 
+def _mask_ascii(part: str) -> str:
+    """``part`` with its ASCII cut characters replaced; a text without wide whitespace is
+    then masked whole. ``str.translate`` is fast from ASCII to ASCII only: any other text is
+    translated as UTF-8 bytes."""
+    if part.isascii():
+        return part.translate(_MASK)
+    data = part.encode("utf-8", "surrogatepass").translate(_MASK_BYTES)
+    return data.decode("utf-8", "surrogatepass")
+
+
 def unmasked(text: str) -> str:
     """A masked copy (or a slice of one) as the text it stands for."""
-    text = text.translate(_UNMASK)
-    if _HAS_WIDE_STAND_IN.search(text):
+    if text.isascii():
+        return text.translate(_UNMASK)
+    data = text.encode("utf-8", "surrogatepass")
+    text = data.translate(_UNMASK_BYTES).decode("utf-8", "surrogatepass")
+    if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
         text = text.translate(_UNMASK_WIDE)
     return text
 

@@ -31,7 +31,7 @@ from chunkmill.extract.base import (
 from chunkmill.extract.cleanup import DOCUMENT, VERBATIM, clean_up
 from chunkmill.extract.pdf import ENGINES as PDF_ENGINES
 from chunkmill.extract.pdf import OCR_MODES, extract_pdf
-from chunkmill.extract.text import ANY_BOM, decode, utf16_by_nuls
+from chunkmill.extract.text import ANY_BOM, decode, decode_source, utf16_by_nuls
 
 __all__ = [
     "EXTRACTOR_VERSION",
@@ -240,8 +240,9 @@ def extract(
 
         return _finish(docx_to_text(_zip_or_corrupt(data)), DOCX, False)
     lossy = False
+    utf8 = None  # the bytes the text is the UTF-8 of, where they are known
     if text is None:
-        text, lossy = decode(data, failure_reason="undecodable", detect=True)
+        text, lossy, utf8 = decode_source(data, failure_reason="undecodable", detect=True)
     if fmt == HTML:
         from chunkmill.extract.markup import html_to_text
 
@@ -260,7 +261,7 @@ def extract(
         else:
             rendered = structured.render_csv(text, tab_separated=_extension(path) == ".tsv")
         return _finish(rendered, fmt, lossy)
-    text = clean_up(text, profile=VERBATIM)
+    text = clean_up(text, profile=VERBATIM, utf8=utf8)
     # isspace() stops at the first non-space character; strip() would copy the whole text.
     if not text or text.isspace():
         raise ExtractionError("empty", "the document is whitespace only")

@@ -127,16 +127,17 @@ def normalise_newlines(text: str) -> str:
     return _NEWLINES.sub("\n", text) if "\r" in text else text
 
 
-def clean_text(text: str) -> tuple[str, bool]:
+def clean_text(text: str, *, surrogates: bool = True) -> tuple[str, bool]:
     """``(text, changed)``: newlines normalised, NUL characters dropped, lone surrogates
     replaced by U+FFFD (valid surrogate pairs joined). ``changed`` says whether anything but
     newlines changed. Every extractor's text goes through here: a NUL breaks C readers of
-    the Parquet files, and a lone surrogate cannot be encoded as UTF-8 at all."""
+    the Parquet files, and a lone surrogate cannot be encoded as UTF-8 at all. ``surrogates``
+    False: the caller knows the text holds none (strict UTF-8 decodes none)."""
     changed = False
     if "\x00" in text:
         text = text.replace("\x00", "")
         changed = True
-    if _has_surrogates(text):
+    if surrogates and _has_surrogates(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         changed = True
     return normalise_newlines(text), changed

@@ -119,16 +119,20 @@ _PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010ffff]")
 _LINE_END_HYPHEN = re.compile(r"[-\u2010](?<=[^\W\d_][-\u2010])[ \t]*\n[ \t]*(?=[^\W\d_])")
 
 
-def clean_up(text: str, *, profile: str) -> str:
+def clean_up(text: str, *, profile: str, utf8: bytes | None = None) -> str:
     """``text`` cleaned for ``profile`` (``VERBATIM``, ``DOCUMENT`` or ``PDF``, see the
     module docstring). The result holds no noncharacter, no ``"\\r"`` and no control
-    character other than tab and newline. Raises ``ValueError`` for an unknown profile."""
+    character other than tab and newline. Raises ``ValueError`` for an unknown profile.
+    ``utf8``: bytes the text was decoded from as UTF-8, at most with NULs dropped and
+    newlines normalised since (``text.decode_source``); the byte scan reads them instead of
+    encoding the text again. Dropping and normalising remove bytes the scan looks for and
+    add none, so bytes that pass the scan mean a text that passes it too."""
     if profile not in PROFILES:
         raise ValueError(f"unknown clean-up profile {profile!r}")
     # A scan of the bytes clears the common text that needs none of the first steps; one
     # search decides for the rest, astral noncharacters looked for only in text that has
     # astral characters (_BMP_UNWANTED).
-    if _may_be_unclean(text) and (
+    if _may_be_unclean(text, utf8) and (
         _BMP_UNWANTED.search(text)
         or (not text.isascii() and _ASTRAL.search(text) and _UNWANTED.search(text))
     ):
@@ -152,10 +156,10 @@ def clean_up(text: str, *, profile: str) -> str:
     return text
 
 
-def _may_be_unclean(text: str) -> bool:
+def _may_be_unclean(text: str, utf8: bytes | None = None) -> bool:
     """False only if ``text`` holds no control character but tab and newline and no
     noncharacter (``_CONTROL_BYTES``, ``_LEAD_BYTES``)."""
-    data = text.encode("utf-8", "surrogatepass")
+    data = text.encode("utf-8", "surrogatepass") if utf8 is None else utf8
     if len(data.translate(None, _CONTROL_BYTES)) != len(data):
         return True
     return not text.isascii() and any(lead in data for lead in _LEAD_BYTES)

@@ -31,7 +31,20 @@ _NEAR_TIE = 0.05
 def decode(
     data: bytes, *, failure_reason: str, detect: bool, context: str = ""
 ) -> tuple[str, bool]:
-    """``(text, lossy)`` for the bytes of a text document, through ``clean_text``.
+    """``(text, lossy)`` for the bytes of a text document, through ``clean_text``: see
+    ``decode_source``."""
+    text, lossy, _ = decode_source(
+        data, failure_reason=failure_reason, detect=detect, context=context
+    )
+    return text, lossy
+
+
+def decode_source(
+    data: bytes, *, failure_reason: str, detect: bool, context: str = ""
+) -> tuple[str, bool, bytes | None]:
+    """``(text, lossy, utf8)`` for the bytes of a text document, through ``clean_text``;
+    ``utf8`` is ``data`` where it was read as UTF-8 as it stands (no mark, no detector), so
+    that it is the text's own UTF-8 but for NULs dropped and newlines normalised; else None.
 
     In order: a byte-order mark (UTF-8, UTF-16, UTF-32 LE/BE) is stripped and names the
     encoding (invalid sequences after it are replaced, ``lossy``); UTF-16 LE/BE without a
@@ -45,18 +58,20 @@ def decode(
                 text, lossy = body.decode(encoding), False
             except UnicodeDecodeError:
                 text, lossy = body.decode(encoding, "replace"), True
-            return _finish(text, lossy)
+            return (*_finish(text, lossy), None)
     # UTF-16 before UTF-8: NULs are valid UTF-8, so UTF-8 would "decode" UTF-16 text.
     utf16 = utf16_by_nuls(data) if b"\x00" in data[:_UTF16_SAMPLE] else None
     if utf16 is not None:
         try:
-            return _finish(data.decode(utf16), False)
+            return (*_finish(data.decode(utf16), False), None)
         except UnicodeDecodeError:
             pass
     try:
-        return _finish(data.decode("utf-8"), False)
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         utf8_error = f"not UTF-8: {e.reason} at byte {e.start}"
+    else:  # strict UTF-8 decodes no surrogate: nothing for clean_text to look for
+        return (*_finish(text, False, surrogates=False), data)
     if detect:
         from charset_normalizer import from_bytes
 
@@ -69,7 +84,7 @@ def decode(
             western = next((m for m in matches if m.encoding == "cp1252"), None)
             if western is not None and western.chaos <= best.chaos + _NEAR_TIE:
                 best = western
-            return _finish(str(best), True)
+            return (*_finish(str(best), True), None)
         raise ExtractionError(failure_reason, f"{context}{utf8_error}; no encoding detected")
     raise ExtractionError(failure_reason, f"{context}{utf8_error}")
 
@@ -88,6 +103,6 @@ def utf16_by_nuls(data: bytes) -> str | None:
     return None
 
 
-def _finish(text: str, lossy: bool) -> tuple[str, bool]:
-    text, changed = clean_text(text)
+def _finish(text: str, lossy: bool, *, surrogates: bool = True) -> tuple[str, bool]:
+    text, changed = clean_text(text, surrogates=surrogates)
     return text, lossy or changed

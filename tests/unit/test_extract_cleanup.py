@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chunkmill.extract.base import ExtractionError
 from chunkmill.extract.cleanup import DOCUMENT, PDF, PROFILES, VERBATIM, clean_up
+from chunkmill.extract.text import decode_source
 
 # Characters the clean-up acts on, mixed into generated text so that hypothesis meets them
 # often: controls, noncharacters, line-break controls, ligatures, presentation forms, space
@@ -159,3 +161,28 @@ def test_document_output_has_no_ligature_presentation_form_or_soft_hyphen(text: 
         0xFB00 <= ord(c) <= 0xFB4F or 0xFE70 <= ord(c) <= 0xFEFE or c in "\xad\xa0" for c in out
     )
     assert unicodedata.is_normalized("NFC", out)
+
+
+@given(text=_TEXT)
+def test_verbatim_given_the_source_bytes_cleans_as_without_them(text: str) -> None:
+    """A text read as UTF-8 (``decode_source``) is cleaned from its source bytes' scan
+    exactly as from its own: NULs dropped and newlines normalised since change nothing."""
+    source = text.encode("utf-8", "surrogatepass")
+    try:
+        decoded, _, utf8 = decode_source(source, failure_reason="undecodable", detect=False)
+    except ExtractionError:
+        return  # a lone surrogate: not UTF-8, so never read as such
+    if utf8 is None:  # read as UTF-16 by its NULs or after a byte-order mark
+        return
+    assert utf8 is source
+    cleaned = clean_up(decoded, profile=VERBATIM, utf8=utf8)
+    assert cleaned == clean_up(decoded, profile=VERBATIM)
+    assert cleaned == clean_up(text, profile=VERBATIM)
+
+
+@pytest.mark.parametrize(
+    "data", [b"\xef\xbb\xbfmarked", "utf-16".encode("utf-16-le"), b"caf\xe9 au lait\x81 cr\xe8me"]
+)
+def test_only_text_read_as_utf8_as_it_stands_has_source_bytes(data: bytes) -> None:
+    # After a mark, as UTF-16, or by the detector (cp1252 here) the bytes are not the text's.
+    assert decode_source(data, failure_reason="undecodable", detect=True)[2] is None
