@@ -8,13 +8,15 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from chunkmill import ids, schema
-from chunkmill.items import REMOVE
-from chunkmill.transforms import prior, sinks
-from tests.helpers import manifest_rows, paragraphs, write_prior
+from chunkmill.items import REMOVE, SourceFile
+from chunkmill.transforms import prior, runstate, sinks
+from chunkmill.transforms.core import ChunkCorpus
+from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
 
 OLD = {"/c/kept.md": paragraphs("keep", "these"), "/c/gone.md": paragraphs("gone", "keep")}
 
@@ -177,3 +179,53 @@ def test_a_retried_bundle_publishes_its_rows_once(tmp_path):
         r["chunk_id"] for r in rows if r["doc_id"] == gone
     )
     assert not temp.exists()
+
+
+class _Store:
+    """Documents by URI (picklable)."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+
+    def __call__(self, uri: str, version=None, max_bytes=None) -> bytes:
+        return self.objects[uri]
+
+
+@pytest.mark.parametrize("repeat", [0, 2])
+def test_a_night_of_many_parts_publishes_each_kept_row_once(tmp_path, repeat):
+    """ChunkCorpus and WriteTables on a prior of many parts, bundles run once or repeated
+    (``--direct_runner_bundle_repeat``, as a runner retries them): every kept and removed
+    row is in the run's tables exactly once."""
+    store, rows, parts = _many_parts(tmp_path)
+    rows = [{**r, "source_version": "v1"} for r in rows]
+    parts = write_prior(rows, str(tmp_path), row_group_rows=2)
+    gone, edited = "/c/03.md", "/c/07.md"
+    store = {u: d for u, d in store.items() if u != gone} | {edited: paragraphs("doc7", "new")}
+    listed = [SourceFile(u, len(d), "v2" if u == edited else "v1") for u, d in store.items()]
+    output = str(tmp_path / "out")
+    options = PipelineOptions([f"--direct_runner_bundle_repeat={repeat}"])
+    with TestPipeline(runner="FnApiRunner", options=options) as p:
+        out = {
+            "files": p | "Files" >> beam.Create(listed),
+            "prior": p | "Prior" >> beam.Create(parts),
+        } | ChunkCorpus(config=SMALL, read_bytes=_Store(store), staged_folder=str(tmp_path / "s"))
+        _ = out | sinks.WriteTables(output, "r1", temp=str(tmp_path / "s"))
+
+    def read(name: str) -> list[dict]:
+        return pq.read_table(runstate.table_dir(output, "r1", name)).to_pylist()
+
+    manifest, removed = read("manifest"), read("removed")
+    expected = sorted(
+        [r["chunk_id"] for r in rows if r["source_uri"] not in (gone, edited)]
+        + [r["chunk_id"] for r in manifest_rows(edited, store[edited])]
+    )
+    assert sorted(r["chunk_id"] for r in manifest) == expected
+    changed = {r["chunk_id"] for r in manifest_rows(edited, store[edited])}
+    assert sorted(r["chunk_id"] for r in removed) == sorted(
+        r["chunk_id"]
+        for r in rows
+        if r["source_uri"] == gone or (r["source_uri"] == edited and r["chunk_id"] not in changed)
+    )
+    kept = [r for r in manifest if r["source_uri"] not in (gone, edited)]
+    assert kept and not any(r["is_new"] for r in kept)
+    assert len(parts) > 10 and not (tmp_path / "s").exists()
