@@ -70,7 +70,7 @@ def temp_folder(output: str, run_id: str) -> str:
 
 def temp_table_path(temp: str, name: str) -> str:
     """A new file of table ``name`` under ``temp``: a new name for every bundle attempt, so a
-    retried bundle's file is never one its successor's names."""
+    retried bundle never writes over, nor names, a file of an earlier attempt."""
     return FileSystems.join(temp, f"{name}-{uuid.uuid4().hex}.parquet")
 
 
