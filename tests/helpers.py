@@ -87,6 +87,22 @@ def table_rows(tables: list[pa.Table]) -> list[dict[str, Any]]:
     return [row for t in tables for row in t.to_pylist()]
 
 
+def whole_tables(out: dict[str, Any], name: str) -> Any:
+    """ChunkCorpus's table ``name`` as one PCollection of Arrow tables: its own and, with a
+    prior, those of the files of its rows written where they were decided (``table_files``),
+    read back as ``WriteTables`` would publish them."""
+    import apache_beam as beam
+
+    if "table_files" not in out:
+        return out[name]
+    files = (
+        out["table_files"]
+        | f"{name}Files" >> beam.Filter(lambda f: f[0] == name)
+        | f"Read{name}Files" >> beam.Map(lambda f: pq.read_table(f[1]))
+    )
+    return (out[name], files) | f"Whole{name}" >> beam.Flatten()
+
+
 def write_finished_run(
     output: str | os.PathLike[str],
     run_id: str,

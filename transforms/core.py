@@ -42,7 +42,10 @@ class ChunkCorpus(beam.PTransform):
     nothing is diffed, and the graph has no step for the prior) and ``'prior_errors':
     PCollection[(doc_id, PriorError)]`` (the prior run's errors/ rows) →
     ``{'chunks', 'manifest', 'removed', 'errors', 'added', 'retired': PCollection[pa.Table],
-    'counts': PCollection[dict] (one element)}``.
+    'counts': PCollection[dict] (one element)}``, and with a prior ``'table_files':
+    PCollection[(table, path)]``: the prior's kept manifest rows and its removed rows, in
+    files written under ``staged_folder`` where they are decided (``WriteTables`` names them
+    with the rest); the ``manifest`` and ``removed`` tables then hold only the rest.
 
     The output contract (docs/design.md): chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
@@ -67,8 +70,9 @@ class ChunkCorpus(beam.PTransform):
     bucket of each join at a time.
 
     The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
-    cluster a folder every worker reaches, such as the run's own; default: a local temporary
-    folder) while only their hashes and ids cross the hash join.
+    cluster a folder every worker reaches, such as the run's own temporary folder; default: a
+    local temporary folder) while only their hashes and ids cross the hash join; the prior's
+    kept and removed rows are written there too.
     """
 
     def __init__(
@@ -95,24 +99,24 @@ class ChunkCorpus(beam.PTransform):
         if "prior_errors" in inputs:
             to_plan["prior_errors"] = inputs["prior_errors"]
         planned = to_plan | "PlanDocs" >> PlanDocs(self._config.fingerprint)
+        staged_folder = self._staged_folder or staging.local_folder()
         docs = planned["work"] | "ProcessDocuments" >> ProcessDocuments(
-            config=self._config,
-            read_bytes=self._read_bytes,
-            staged_folder=self._staged_folder or staging.local_folder(),
+            config=self._config, read_bytes=self._read_bytes, staged_folder=staged_folder
         )
         to_mark = {"occurrences": docs["occurrences"]}
         to_batch = {"errors": docs["errors"], "listing_errors": listing["error_rows"]}
         counted = [listing["counts"], planned["counts"], docs["counts"]]
+        table_files: dict[str, beam.PCollection[Any]] = {}
         if parts is not None:
             applied = (planned["verdicts"], docs["verdicts"]) | "ApplyVerdicts" >> (
-                prior.ApplyPriorVerdicts(self._read_prior)
+                prior.ApplyPriorVerdicts(staged_folder, self._read_prior)
             )
             to_mark |= {
                 "prior_hashes": summarised["hashes"],
                 "gone": applied["gone"],
                 "persisting": applied["persisting"],
             }
-            to_batch |= {"kept": applied["kept"], "removed": applied["removed"]}
+            table_files = {"table_files": applied["files"]}
             counted.append(applied["counts"])
         marked = to_mark | "MarkNew" >> MarkNew()
         finished = marked["decided"] | "FinishStaged" >> FinishStaged(
@@ -126,4 +130,4 @@ class ChunkCorpus(beam.PTransform):
             "retired": marked["retired"],
         }
         tables = to_batch | "BatchTables" >> BatchTables()
-        return {**tables, "counts": tuple(counted) | "SumCounts" >> SumCounts()}
+        return {**tables, **table_files, "counts": tuple(counted) | "SumCounts" >> SumCounts()}

@@ -135,20 +135,14 @@ class BatchTables(beam.PTransform):
     "retired": PCollection[pa.Table]}``, as few large tables, ready for ``WriteTables``.
 
     ``"manifest"``, ``"chunks"``, ``"added"``, ``"retired"``: Arrow tables; ``"errors"`` and
-    ``"listing_errors"``: errors/ rows; with a prior, ``"kept"`` (its manifest rows carried
-    over, already batched) and ``"removed"`` (Arrow tables)."""
+    ``"listing_errors"``: errors/ rows. The prior's kept and removed rows are not among them:
+    they are written to files where they are decided (``prior.ApplyVerdicts``), so
+    ``"removed"`` is empty."""
 
     def expand(self, parts: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         manifest = parts["manifest"] | "BatchManifest" >> beam.ParDo(ConcatTables())
-        if "kept" in parts:
-            # Batched before the Flatten: its two inputs come from different stages, so what
-            # reaches the writer crosses a stage boundary, better as few large tables.
-            manifest = (manifest, parts["kept"]) | "FlattenManifest" >> beam.Flatten()
-        if "removed" in parts:
-            removed = parts["removed"] | "BatchRemoved" >> beam.ParDo(ConcatTables())
-        else:
-            # Nothing to remove; an empty PCollection that costs no stage of its own.
-            removed = parts["errors"] | "NothingRemoved" >> beam.FlatMap(_nothing)
+        # Nothing to remove here; an empty PCollection that costs no stage of its own.
+        removed = parts["errors"] | "NothingRemoved" >> beam.FlatMap(_nothing)
         # Row groups of chunks/ hold the text: smaller, so that a worker holds less of it.
         chunks = parts["chunks"] | "BatchChunks" >> beam.ParDo(
             ConcatTables(row_group_buffer_bytes=_TEXT_ROW_GROUP_BYTES)

@@ -16,9 +16,11 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
 3. ``ApplyVerdicts`` groups the verdicts by part, reads the whole part again and keeps,
    re-versions or removes its rows with Arrow compute, a part at a time, never a row at a
    time. A row whose document got no verdict is a bug that would lose data: it fails the run.
+   The kept and removed rows are written there, into files of the run's tables
+   (``sinks.TableFiles``): only the files' names travel on.
 
 No element is per unchanged document: summaries and kept documents travel as Arrow messages
-per bucket and part, and the rows as Arrow tables.
+per bucket and part, and the prior's rows not at all.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import runstate
+from chunkmill.transforms import runstate, sinks
+from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
 # of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow
@@ -46,9 +51,8 @@ from chunkmill.transforms import runstate
 # travel in batches of a useful size.
 BUCKET_CHARS = 2
 
-# Tagged output of SummariseParts and ApplyVerdicts.
+# Tagged outputs of SummariseParts and ApplyVerdicts.
 HASHES = "hashes"
-REMOVED = "removed"
 GONE = "gone"  # per-hash counts of the removed rows, by hash bucket
 PERSISTING = "persisting"  # ids of re-chunked documents' rows that are still current
 COUNTS = "counts"
@@ -439,13 +443,26 @@ def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
 
 class ApplyVerdicts(beam.DoFn):
     """``(part key, [batch of Verdicts as plain tuples, or IPC message of KEPT_DOCS])`` →
-    kept manifest rows as ``pa.Table``; tagged ``REMOVED``: removed rows as ``pa.Table``;
-    tagged ``GONE`` and ``PERSISTING``: ``(bucket, IPC message)`` of the removed rows' hash
-    counts and of the still-current rows' ids of re-chunked documents; tagged ``COUNTS``:
-    ``(name, n)``."""
+    ``(table, path)`` of the files its bundle wrote under ``temp`` (``sinks.TableFiles``):
+    the kept manifest rows and the removed rows, written where they are decided, for
+    ``WriteTables`` to name; tagged ``GONE`` and ``PERSISTING``: ``(bucket, IPC message)``
+    of the removed rows' hash counts and of the still-current rows' ids of re-chunked
+    documents; tagged ``COUNTS``: ``(name, n)``."""
 
-    def __init__(self, read: ReadPart = read_part) -> None:
+    def __init__(
+        self,
+        temp: str,
+        read: ReadPart = read_part,
+        *,
+        row_group_bytes: int = ROW_GROUP_BUFFER_BYTES,
+    ) -> None:
+        self._temp = temp
         self._read = read
+        self._group_bytes = row_group_bytes
+
+    def start_bundle(self) -> None:
+        # New files for every attempt: a failed one's are never named.
+        self._files = sinks.TableFiles(self._temp, row_group_bytes=self._group_bytes)
 
     def process(self, element: tuple[str, Iterable[bytes | Iterable[Verdict]]]):
         key, batches = element
@@ -462,14 +479,16 @@ class ApplyVerdicts(beam.DoFn):
         manifest, removed, persisting = apply_verdicts(table, verdicts, kept_docs)
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_total", manifest.num_rows))
         yield beam.pvalue.TaggedOutput(COUNTS, ("chunks_removed", removed.num_rows))
-        if manifest.num_rows:
-            yield manifest
-        if removed.num_rows:
-            yield beam.pvalue.TaggedOutput(REMOVED, removed)
+        self._files.write("manifest", manifest)
+        self._files.write("removed", removed)
         for bucket, counts in by_bucket(hash_counts(removed)):
             yield beam.pvalue.TaggedOutput(GONE, (bucket, counts))
         for bucket, ids in by_bucket(persisting):
             yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, ids))
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for written in self._files.close():
+            yield GlobalWindows.windowed_value(written)
 
 
 @beam.typehints.with_input_types(PriorPart)
@@ -493,12 +512,13 @@ class SummarisePrior(beam.PTransform):
 @beam.typehints.with_input_types(tuple[str, Any])
 class ApplyPriorVerdicts(beam.PTransform):
     """The verdicts of every step that gives them, ``(part key, [Verdicts, or IPC of
-    KEPT_DOCS])`` → ``{"kept": manifest rows, "removed": removed/ rows, "gone": (bucket, IPC
-    of HASH_COUNTS), "persisting": (bucket, IPC of IDS), "counts": (name, n)}``, a part at a
-    time (``ApplyVerdicts``)."""
+    KEPT_DOCS])`` → ``{"files": (table, path) of the kept manifest rows and the removed
+    rows, written under ``temp``, "gone": (bucket, IPC of HASH_COUNTS), "persisting":
+    (bucket, IPC of IDS), "counts": (name, n)}``, a part at a time (``ApplyVerdicts``)."""
 
-    def __init__(self, read: ReadPart = read_part) -> None:
+    def __init__(self, temp: str, read: ReadPart = read_part) -> None:
         super().__init__()
+        self._temp = temp
         self._read = read
 
     def expand(self, verdicts: tuple[beam.PCollection, ...]) -> dict[str, beam.PCollection]:
@@ -507,13 +527,12 @@ class ApplyPriorVerdicts(beam.PTransform):
             | "FlattenVerdicts" >> beam.Flatten()
             | "GroupVerdictsByPart" >> beam.GroupByKey()
             | "Apply"
-            >> beam.ParDo(ApplyVerdicts(self._read)).with_outputs(
-                REMOVED, GONE, PERSISTING, COUNTS, main="kept"
+            >> beam.ParDo(ApplyVerdicts(self._temp, self._read)).with_outputs(
+                GONE, PERSISTING, COUNTS, main="files"
             )
         )
         return {
-            "kept": applied.kept,
-            "removed": applied[REMOVED],
+            "files": applied.files,
             "gone": applied[GONE],
             "persisting": applied[PERSISTING],
             "counts": applied[COUNTS],

@@ -2,6 +2,11 @@
 run, then every file named ``TABLE/part-SSSSS-of-NNNNN.parquet`` in one step::
 
     OUTPUT/runs/RUN_ID/{chunks,manifest,removed,errors,added,retired}/part-*.parquet
+
+Rows decided in bulk upstream (the prior manifest's kept and removed rows) are written into
+the same temporary folder where they are decided (``TableFiles``), and only the files' names
+reach the naming step: on the local engine, whatever crosses a stage boundary is held in
+memory whole.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
+from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
 
@@ -23,7 +29,8 @@ from chunkmill.transforms.runstate import run_dir, table_dir
 class WriteTables(beam.PTransform):
     """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements, one row group
     each) under the run's prefix; returns the written file names (one PCollection, all
-    tables).
+    tables). ``"table_files"``, when given, are ``(table, path)`` of files already written
+    under ``temp`` (``TableFiles``): they are named with the rest.
 
     A DoFn per table writes a file per bundle in a temporary folder of the run, and one
     step after them names the files ``TABLE/part-SSSSS-of-NNNNN.parquet`` and removes the
@@ -45,6 +52,8 @@ class WriteTables(beam.PTransform):
             tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
             for name in schema.TABLES
         ]
+        if "table_files" in tables:
+            written.append(tables["table_files"])
         return (
             tuple(written)
             | "AllFiles" >> beam.Flatten()
@@ -57,6 +66,62 @@ def temp_folder(output: str, run_id: str) -> str:
     """A new temporary folder of the run: files written there before the tables are named
     (``WriteTables``), removed with everything left in it when they are."""
     return FileSystems.join(run_dir(output, run_id), f".temp-{uuid.uuid4().hex}")
+
+
+def temp_table_path(temp: str, name: str) -> str:
+    """A new file of table ``name`` under ``temp``: a new name for every bundle attempt, so a
+    retried bundle never writes over, nor names, a file of an earlier attempt."""
+    return FileSystems.join(temp, f"{name}-{uuid.uuid4().hex}.parquet")
+
+
+class TableFiles:
+    """Rows of a run's tables written where a DoFn decides them, for ``WriteTables`` to name:
+    per table, one file per bundle under ``temp`` (``temp_table_path``), in row groups
+    gathered up to ``row_group_bytes`` of Arrow buffers. ``close()`` gives the ``(table,
+    path)`` of each file, what the DoFn yields when its bundle ends. A bundle that fails
+    leaves its files unnamed in ``temp``, removed with it (``name_table_files``): only a
+    committed attempt's names reach the naming step, as with ``WriteTables``' own files."""
+
+    def __init__(self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES) -> None:
+        self._temp = temp
+        self._group_bytes = row_group_bytes
+        self._files: dict[str, TableFile] = {}
+        self._held: dict[str, list[pa.Table]] = {}
+        self._bytes: dict[str, int] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
+        if not table.num_rows:
+            return
+        size = table.get_total_buffer_size()
+        if self._held.get(name) and self._bytes[name] + size > self._group_bytes:
+            self._flush(name)
+        self._held.setdefault(name, []).append(table)
+        self._bytes[name] = self._bytes.get(name, 0) + size
+        if self._bytes[name] >= self._group_bytes:
+            self._flush(name)
+
+    def close(self) -> list[tuple[str, str]]:
+        """Writes what is held, closes every file; returns ``(table, path)`` of each."""
+        for name in list(self._held):
+            self._flush(name)
+        written = [(name, file.path) for name, file in self._files.items()]
+        for file in self._files.values():
+            file.close()
+        self._files = {}
+        return written
+
+    def _flush(self, name: str) -> None:
+        held = self._held.pop(name, [])
+        self._bytes[name] = 0
+        if not held:
+            return
+        file = self._files.get(name)
+        if file is None:
+            file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
+            self._files[name] = file
+        # One chunk per column: the Parquet writer is far slower on many small chunks.
+        file.write(pa.concat_tables(held).combine_chunks())
 
 
 class _WriteTableFiles(beam.DoFn):
@@ -74,8 +139,7 @@ class _WriteTableFiles(beam.DoFn):
 
     def process(self, table: pa.Table) -> None:
         if self._file is None:
-            path = FileSystems.join(self._temp, f"{self._name}-{uuid.uuid4().hex}.parquet")
-            self._file = TableFile(path, self._schema)
+            self._file = TableFile(temp_table_path(self._temp, self._name), self._schema)
         self._file.write(table)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:

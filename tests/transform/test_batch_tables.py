@@ -1,11 +1,11 @@
 """BatchTables under TestPipeline, on its own: the pieces of a run's tables become the six
-tables as few large Arrow tables of their schemas, with or without a prior."""
+tables as few large Arrow tables of their schemas (the prior's kept and removed rows are
+written where they are decided, tests/transform/test_prior_stages.py)."""
 
 from __future__ import annotations
 
 import apache_beam as beam
 import pyarrow as pa
-import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -41,8 +41,7 @@ def _error_row(uri: str, stage: str) -> dict:
     return _row(schema.ERRORS, source_uri=uri, stage=stage)
 
 
-@pytest.mark.parametrize("with_prior", [False, True])
-def test_the_pieces_become_the_six_tables(with_prior):
+def test_the_pieces_become_the_six_tables():
     h = [c * 64 for c in "abcdef"]
     with TestPipeline(runner="FnApiRunner") as p:
 
@@ -58,9 +57,6 @@ def test_the_pieces_become_the_six_tables(with_prior):
             "errors": p | "Errors" >> beam.Create([_error_row("/c/bad.pdf", "extract")]),
             "listing_errors": p | "ListErrors" >> beam.Create([_error_row("/c/locked", "list")]),
         }
-        if with_prior:
-            pieces["kept"] = tables("Kept", "manifest", [h[2], h[3]])
-            pieces["removed"] = tables("Removed", "removed", [h[4]])
         out = pieces | BatchTables()
         assert set(out) == {"chunks", "manifest", "removed", "errors", "added", "retired"}
 
@@ -74,12 +70,12 @@ def test_the_pieces_become_the_six_tables(with_prior):
 
         assert_that(
             rows("manifest", "chunk_hash"),
-            equal_to(h[:4] if with_prior else h[:2]),
+            equal_to(h[:2]),
             label="ManifestRows",
         )
         assert_that(
             rows("removed", "chunk_hash"),
-            equal_to([h[4]] if with_prior else []),
+            equal_to([]),
             label="RemovedRows",
         )
         assert_that(rows("chunks", "chunk_hash"), equal_to([h[0]]), label="ChunksRows")
@@ -89,6 +85,6 @@ def test_the_pieces_become_the_six_tables(with_prior):
         for name in ("manifest", "errors", "added"):
             assert_that(
                 schemas(name),
-                equal_to([True] * (1 + (with_prior and name == "manifest"))),
+                equal_to([True]),
                 label=f"{name}Schema",
             )

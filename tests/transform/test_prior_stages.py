@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from chunkmill import ids
-from chunkmill.items import REMOVE
-from chunkmill.transforms import prior
-from tests.helpers import manifest_rows, paragraphs, write_prior
+from chunkmill import ids, schema
+from chunkmill.items import REMOVE, SourceFile
+from chunkmill.transforms import prior, runstate, sinks
+from chunkmill.transforms.core import ChunkCorpus
+from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
 
 OLD = {"/c/kept.md": paragraphs("keep", "these"), "/c/gone.md": paragraphs("gone", "keep")}
 
@@ -56,6 +60,8 @@ def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tm
 
 def test_apply_prior_verdicts_keeps_and_removes_rows_where_they_lie(tmp_path):
     rows, parts = _prior(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
     (part,) = parts
     kept_doc = {"doc_id": ids.doc_id("/c/kept.md")}  # carried over: decided in the plan
     keep = prior.to_ipc(pa.RecordBatch.from_pylist([kept_doc], schema=prior.KEPT_DOCS))
@@ -67,16 +73,22 @@ def test_apply_prior_verdicts_keeps_and_removes_rows_where_they_lie(tmp_path):
         out = (
             p | "FromPlan" >> beam.Create([(part.key, keep)]),
             p | "FromProcessing" >> beam.Create([(part.key, remove)]),
-        ) | prior.ApplyPriorVerdicts()
+        ) | prior.ApplyPriorVerdicts(str(temp))
+        # The rows are written where they are decided; only the files' names come out.
         assert_that(
-            out["kept"] | "Kept" >> beam.FlatMap(lambda t: t["source_uri"].to_pylist()),
-            equal_to([r["source_uri"] for r in rows if r["source_uri"] == "/c/kept.md"]),
-            label="Kept",
-        )
-        assert_that(
-            out["removed"] | "Removed" >> beam.FlatMap(lambda t: t["chunk_id"].to_pylist()),
-            equal_to([r["chunk_id"] for r in gone_rows]),
-            label="Removed",
+            out["files"]
+            | "Read"
+            >> beam.FlatMap(
+                lambda f: [
+                    (f[0], r)
+                    for r in pq.read_table(f[1], columns=["chunk_id"])["chunk_id"].to_pylist()
+                ]
+            ),
+            equal_to(
+                [("manifest", r["chunk_id"]) for r in rows if r["source_uri"] == "/c/kept.md"]
+                + [("removed", r["chunk_id"]) for r in gone_rows]
+            ),
+            label="Files",
         )
         # The removed rows' hashes go to the hash join, counted; "keep" is still current.
         assert_that(
@@ -93,3 +105,132 @@ def test_apply_prior_verdicts_keeps_and_removes_rows_where_they_lie(tmp_path):
             ),
             label="Counts",
         )
+
+
+def _many_parts(tmp_path, docs: int = 12):
+    """A prior of ``docs`` documents in parts of two rows (documents span parts)."""
+    store = {f"/c/{i:02d}.md": paragraphs(f"doc{i}", "body", "tail") for i in range(docs)}
+    rows = [r for uri, data in sorted(store.items()) for r in manifest_rows(uri, data)]
+    return store, rows, write_prior(rows, str(tmp_path), row_group_rows=2)
+
+
+def _verdicts(rows, parts, gone: str):
+    """Every part's verdicts: ``gone`` removed, every other document kept as it is."""
+    docs_of = {}
+    reader = pq.ParquetFile(parts[0].path)
+    for part in parts:
+        ids_ = reader.read_row_group(part.row_group, columns=["doc_id"])["doc_id"].to_pylist()
+        docs_of[part.key] = sorted(set(ids_))
+    out = []
+    for key, docs in docs_of.items():
+        kept = [{"doc_id": d} for d in docs if d != gone]
+        out.append((key, prior.to_ipc(pa.RecordBatch.from_pylist(kept, schema=prior.KEPT_DOCS))))
+        if gone in docs:
+            out.append((key, ((gone, REMOVE, None, ()),)))
+    return out
+
+
+class _FailsOnce:
+    """``read_part`` that fails the first read of one part: a bundle's first attempt dies
+    after it has written some rows."""
+
+    def __init__(self, failing: str) -> None:
+        self._failing = failing
+        self.failed = False
+
+    def __call__(self, part, columns):
+        if part.key == self._failing and not self.failed:
+            self.failed = True
+            raise OSError("worker lost")
+        return prior.read_part(part, columns)
+
+
+def test_a_retried_bundle_publishes_its_rows_once(tmp_path):
+    """Beam re-runs a failed bundle: the first attempt's files stay unnamed, and only the
+    committed attempt's reach the run's tables."""
+    _, rows, parts = _many_parts(tmp_path)
+    gone = ids.doc_id("/c/03.md")
+    elements = [
+        (key, [batch for k, batch in _verdicts(rows, parts, gone) if k == key])
+        for key in dict.fromkeys(k for k, _ in _verdicts(rows, parts, gone))
+    ]
+    run = tmp_path / "run"
+    temp = run / ".temp-x"
+    temp.mkdir(parents=True)
+    read = _FailsOnce(parts[len(parts) // 2].key)
+    # A row group per part: the first attempt has written rows to its file when it dies.
+    apply = prior.ApplyVerdicts(str(temp), read, row_group_bytes=1)
+
+    apply.start_bundle()
+    with pytest.raises(OSError, match="worker lost"):
+        for element in elements:
+            list(apply.process(element))
+    assert read.failed and list(temp.iterdir())  # the failed attempt's files, unnamed
+
+    apply.start_bundle()
+    for element in elements:
+        list(apply.process(element))
+    written = [w.value for w in apply.finish_bundle()]
+    assert sorted(name for name, _ in written) == ["manifest", "removed"]
+
+    final = {name: str(run / name) for name in schema.TABLES}
+    named = list(sinks.name_table_files(written, temp=str(temp), final=final))
+    manifest = pq.read_table([p for p in named if "/manifest/" in p])
+    removed = pq.read_table([p for p in named if "/removed/" in p])
+    assert sorted(manifest["chunk_id"].to_pylist()) == sorted(
+        r["chunk_id"] for r in rows if r["doc_id"] != gone
+    )
+    assert sorted(removed["chunk_id"].to_pylist()) == sorted(
+        r["chunk_id"] for r in rows if r["doc_id"] == gone
+    )
+    assert not temp.exists()
+
+
+class _Store:
+    """Documents by URI (picklable)."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+
+    def __call__(self, uri: str, version=None, max_bytes=None) -> bytes:
+        return self.objects[uri]
+
+
+@pytest.mark.parametrize("repeat", [0, 2])
+def test_a_night_of_many_parts_publishes_each_kept_row_once(tmp_path, repeat):
+    """ChunkCorpus and WriteTables on a prior of many parts, bundles run once or repeated
+    (``--direct_runner_bundle_repeat``, as a runner retries them): every kept and removed
+    row is in the run's tables exactly once."""
+    store, rows, parts = _many_parts(tmp_path)
+    rows = [{**r, "source_version": "v1"} for r in rows]
+    parts = write_prior(rows, str(tmp_path), row_group_rows=2)
+    gone, edited = "/c/03.md", "/c/07.md"
+    store = {u: d for u, d in store.items() if u != gone} | {edited: paragraphs("doc7", "new")}
+    listed = [SourceFile(u, len(d), "v2" if u == edited else "v1") for u, d in store.items()]
+    output = str(tmp_path / "out")
+    options = PipelineOptions([f"--direct_runner_bundle_repeat={repeat}"])
+    with TestPipeline(runner="FnApiRunner", options=options) as p:
+        out = {
+            "files": p | "Files" >> beam.Create(listed),
+            "prior": p | "Prior" >> beam.Create(parts),
+        } | ChunkCorpus(config=SMALL, read_bytes=_Store(store), staged_folder=str(tmp_path / "s"))
+        _ = out | sinks.WriteTables(output, "r1", temp=str(tmp_path / "s"))
+
+    def read(name: str) -> list[dict]:
+        return pq.read_table(runstate.table_dir(output, "r1", name)).to_pylist()
+
+    manifest, removed = read("manifest"), read("removed")
+    expected = sorted(
+        [r["chunk_id"] for r in rows if r["source_uri"] not in (gone, edited)]
+        + [r["chunk_id"] for r in manifest_rows(edited, store[edited])]
+    )
+    assert sorted(r["chunk_id"] for r in manifest) == expected
+    changed = {r["chunk_id"] for r in manifest_rows(edited, store[edited])}
+    assert sorted(r["chunk_id"] for r in removed) == sorted(
+        r["chunk_id"]
+        for r in rows
+        if r["source_uri"] == gone or (r["source_uri"] == edited and r["chunk_id"] not in changed)
+    )
+    kept = [r for r in manifest if r["source_uri"] not in (gone, edited)]
+    assert kept and not any(r["is_new"] for r in kept)
+    assert len(parts) > 10 and not (tmp_path / "s").exists()

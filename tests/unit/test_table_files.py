@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from chunkmill import schema
 from chunkmill.transforms.parquet_io import TableFile
-from chunkmill.transforms.sinks import name_table_files
+from chunkmill.transforms.sinks import TableFiles, name_table_files
 from tests.unit.test_prior_integrity import hand_rows
 
 
@@ -59,3 +59,26 @@ def test_naming_again_after_a_retry_changes_nothing(tmp_path):
 
     assert again == first
     assert {p: Path(p).read_bytes() for p in again} == before
+
+
+def test_rows_written_where_they_are_decided_fill_one_file_per_table_in_large_row_groups(
+    tmp_path,
+):
+    rows = hand_rows(6)
+    table = pa.Table.from_pylist(rows, schema=schema.MANIFEST)
+    one_row = table.slice(0, 1).get_total_buffer_size()
+    files = TableFiles(str(tmp_path), row_group_bytes=3 * one_row)
+    for i in range(6):
+        files.write("manifest", table.slice(i, 1))
+    files.write("removed", schema.REMOVED.empty_table())  # no rows: no file
+
+    ((name, path),) = files.close()
+
+    assert name == "manifest" and Path(path).parent == tmp_path
+    parquet = pq.ParquetFile(path)
+    assert [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)] == [
+        3,
+        3,
+    ]
+    assert parquet.read()["chunk_id"].to_pylist() == [r["chunk_id"] for r in rows]
+    assert parquet.schema_arrow.equals(schema.MANIFEST)
