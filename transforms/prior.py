@@ -209,21 +209,33 @@ def summary_rows(summary: pa.Table) -> list[tuple[str, PriorSummary]]:
 
 def by_bucket(table: pa.Table, column: str = "chunk_hash") -> list[tuple[str, bytes]]:
     """``table`` cut by the bucket of its ``column`` (``hash_bucket``, ``doc_bucket``): one
-    IPC message of its rows per bucket (read with ``from_ipc`` and the table's schema)."""
+    IPC message of its rows per bucket (read with ``from_ipc`` and the table's schema), each
+    bucket's rows in their order in ``table``."""
     if table.num_rows == 0:
         return []
-    buckets = pc.utf8_slice_codeunits(table[column], 0, BUCKET_CHARS)
-    order = pc.sort_indices(buckets)
+    order, runs = bucket_runs(table[column])
     table = table.take(order).combine_chunks()
+    return [(key, to_ipc(table.slice(start, count).to_batches()[0])) for key, start, count in runs]
+
+
+def bucket_runs(
+    column: pa.Array | pa.ChunkedArray,
+) -> tuple[pa.Array, list[tuple[str, int, int]]]:
+    """The rows of ``column`` (hex ids or hashes) by bucket: the row order that puts each
+    bucket's rows together, each bucket's rows in their order in ``column`` (a stable sort),
+    and ``(bucket, start, count)`` for each run in that order. ``by_bucket`` cuts by it, and
+    the hash join finds a staged file's rows of a bucket by it."""
+    buckets = pc.utf8_slice_codeunits(column, 0, BUCKET_CHARS)
+    order = pc.sort_indices(buckets)  # stable: equal buckets keep their rows' order
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
-    runs = pc.value_counts(pc.take(buckets, order))
-    out, start = [], 0
+    counted = pc.value_counts(pc.take(buckets, order))
+    runs, start = [], 0
     for key, count in zip(
-        runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
+        counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True
     ):
-        out.append((key, to_ipc(table.slice(start, count).to_batches()[0])))
+        runs.append((key, start, count))
         start += count
-    return out
+    return order, runs
 
 
 def hash_counts(table: pa.Table) -> pa.Table:
