@@ -109,9 +109,10 @@ class _MarkNew(PerBundle):
         ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
         first = _first_ids(ids)
         # Membership needs no sum: a hash in several prior messages is in the prior once.
-        seen = _ipc_digests(parts[_PRIOR], prior.HASH_COUNTS, "chunk_hash")
+        seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
-        persisting = _ipc_digests(parts[_PERSISTING], prior.IDS, "chunk_id")
+        persisting_ids = _ipc_table(parts[_PERSISTING], prior.IDS)["chunk_id"]
+        persisting = digests.from_hex(persisting_ids, digests.ID_BYTES)
         flags = _flags(
             (IS_NEW, pc.is_in(ids["chunk_hash"], value_set=new["chunk_hash"])),
             (ADDED, pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting))),
@@ -133,7 +134,7 @@ class _MarkNew(PerBundle):
         what was removed, not to the bucket."""
         gone = _ipc_table(gone_counts, prior.HASH_COUNTS)
         candidates = pc.unique(gone["chunk_hash"])
-        total: Counter[str] = Counter()
+        total: Counter[bytes] = Counter()
 
         def count(hashes: pa.ChunkedArray | pa.Array, rows: Any, sign: int) -> None:
             among = pc.is_in(hashes, value_set=candidates)
@@ -146,11 +147,13 @@ class _MarkNew(PerBundle):
         count(prior_table["chunk_hash"], prior_table["rows"], 1)
         count(gone["chunk_hash"], gone["rows"], -1)
         for b in batches:
-            count(digests.to_hex(b.column(b.schema.get_field_index("chunk_hash"))), None, 1)
+            count(b.column(b.schema.get_field_index("chunk_hash")), None, 1)
+        # Bytes sort as their hex does.
         retired = sorted(h for h in candidates.to_pylist() if total[h] == 0)
         if retired:
             self._tally["hashes_retired"] += len(retired)
-            table = pa.table([pa.array(retired, pa.string())], schema=schema.RETIRED)
+            hashes = digests.to_hex(pa.array(retired, pa.binary(digests.HASH_BYTES)))
+            table = pa.table([hashes], schema=schema.RETIRED)
             yield beam.pvalue.TaggedOutput(_RETIRED, table)
 
 
@@ -234,13 +237,6 @@ def _row_flags(path: str, rows: pa.Table, decided: Iterable[tuple[str, bytes]]) 
 
 def _flag(flags: np.ndarray, flag: int) -> pa.Array:
     return pa.array((flags & flag) != 0, pa.bool_())
-
-
-def _ipc_digests(payloads: list[bytes], table_schema: pa.Schema, column: str) -> pa.Array:
-    """A hex column of IPC messages of ``table_schema``, decoded (``digests``): the prior
-    side of the join, compared with this run's occurrences as bytes."""
-    width = digests.HASH_BYTES if column == "chunk_hash" else digests.ID_BYTES
-    return digests.from_hex(_ipc_table(payloads, table_schema)[column], width)
 
 
 def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:

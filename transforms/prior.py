@@ -37,7 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 from chunkmill import carryover, prior_summary, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import runstate
+from chunkmill.transforms import digests, runstate
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
 # of a manifest of a hundred million distinct hashes holds ~400,000 (~30 MB as Arrow
@@ -76,11 +76,13 @@ def from_ipc(payload: bytes, batch_schema: pa.Schema) -> pa.RecordBatch:
 
 
 # What crosses the hash-bucket shuffle besides this run's occurrences: per-hash row counts
-# (of the prior rows, and of the rows this run removes) and occurrence ids.
+# (of the prior rows, and of the rows this run removes), each hash as the 32 bytes its hex
+# spells (``digests``: a prior of millions of hashes sends every one of them each night), and
+# occurrence ids.
 HASH_COUNTS = pa.schema(
     [
-        pa.field("chunk_hash", pa.string(), nullable=False),
-        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("chunk_hash", pa.binary(digests.HASH_BYTES), nullable=False),
+        pa.field("rows", pa.int32(), nullable=False),
     ]
 )
 IDS = pa.schema(
@@ -221,11 +223,15 @@ def by_bucket(table: pa.Table, column: str = "chunk_hash") -> list[tuple[str, by
 def bucket_runs(
     column: pa.Array | pa.ChunkedArray,
 ) -> tuple[pa.Array, list[tuple[str, int, int]]]:
-    """The rows of ``column`` (hex ids or hashes) by bucket: the row order that puts each
+    """The rows of ``column`` (hex ids or hashes, or hashes as bytes) by bucket: the row
+    order that puts each
     bucket's rows together, each bucket's rows in their order in ``column`` (a stable sort),
     and ``(bucket, start, count)`` for each run in that order. ``by_bucket`` cuts by it, and
     the hash join finds a staged file's rows of a bucket by it."""
-    buckets = pc.utf8_slice_codeunits(column, 0, BUCKET_CHARS)
+    if pa.types.is_fixed_size_binary(column.type):
+        buckets = pc.binary_slice(column, 0, BUCKET_CHARS // 2)  # the bytes of the hex prefix
+    else:
+        buckets = pc.utf8_slice_codeunits(column, 0, BUCKET_CHARS)
     order = pc.sort_indices(buckets)  # stable: equal buckets keep their rows' order
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
     counted = pc.value_counts(pc.take(buckets, order))
@@ -233,16 +239,19 @@ def bucket_runs(
     for key, count in zip(
         counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True
     ):
-        runs.append((key, start, count))
+        runs.append((key.hex() if isinstance(key, bytes) else key, start, count))
         start += count
     return order, runs
 
 
 def hash_counts(table: pa.Table) -> pa.Table:
-    """Each distinct hash of ``table`` with its number of rows (``HASH_COUNTS``)."""
+    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``)."""
     grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
     return pa.table(
-        [grouped["chunk_hash"], pc.cast(grouped["chunk_hash_count"], pa.int64())],
+        [
+            digests.from_hex(grouped["chunk_hash"], digests.HASH_BYTES),
+            pc.cast(grouped["chunk_hash_count"], pa.int32()),
+        ],
         schema=HASH_COUNTS,
     )
 

@@ -44,8 +44,8 @@ def _flags_for(message: bytes, decide) -> bytes:
 def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
     # Sent as a staged file's rows are: hashes and ids as bytes, by bucket, in row order.
     current = pa.table({"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]})
-    counts = pa.table({"chunk_hash": [KNOWN, GONE], "rows": [1, 1]}, schema=prior.HASH_COUNTS)
-    gone = pa.table({"chunk_hash": [GONE], "rows": [1]}, schema=prior.HASH_COUNTS)
+    counts = prior.hash_counts(pa.table({"chunk_hash": [KNOWN, GONE]}))
+    gone = prior.hash_counts(pa.table({"chunk_hash": [GONE]}))
     persisting = pa.table({"chunk_id": [A], "chunk_hash": [KNOWN]}, schema=prior.IDS)
     with TestPipeline(runner="FnApiRunner") as p:
         out = {
