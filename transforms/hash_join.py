@@ -31,8 +31,10 @@ _CHUNKS = "chunks"
 _ADDED = "added"
 
 # What of an occurrence crosses the hash join (the rest waits in its staged file): its hash
-# and id decoded from hex (``digests``), a staged file's rows of one hash bucket in one IPC
-# message, in the order of the file's rows (``prior.bucket_runs``).
+# and id decoded from hex (``digests``), a staged file's rows of one hash bucket in one
+# message, in the order of the file's rows (``prior.bucket_runs``): the hashes' bytes, then
+# the ids' (``staged_ids``, ``read_staged_ids``). Fixed widths need no framing: an IPC
+# message's would cost more than the ~16 occurrences a message holds use of the bytes.
 STAGED_IDS = pa.schema(
     [
         pa.field("chunk_hash", pa.binary(digests.HASH_BYTES), nullable=False),
@@ -45,24 +47,45 @@ STAGED_IDS = pa.schema(
 IS_NEW, ADDED, CHOSEN = 1, 2, 4
 
 
+_ROW_BYTES = digests.HASH_BYTES + digests.ID_BYTES
+
+
 def staged_ids(rows: pa.Table) -> list[tuple[str, bytes]]:
-    """A staged file's rows (``schema.CHUNKS``) → ``(hash bucket, IPC of STAGED_IDS)``, one
-    message per bucket, each bucket's rows in the file's order (``prior.bucket_runs``)."""
+    """A staged file's rows (``schema.CHUNKS``) → ``(hash bucket, message of STAGED_IDS)``,
+    one message per bucket, each bucket's rows in the file's order (``prior.bucket_runs``)."""
     if rows.num_rows == 0:
         return []
     order, runs = prior.bucket_runs(rows["chunk_hash"])
-    keys = pa.table(
-        [
-            digests.from_hex(rows["chunk_hash"], digests.HASH_BYTES),
-            digests.from_hex(rows["chunk_id"], digests.ID_BYTES),
-        ],
-        schema=STAGED_IDS,
-    )
-    keys = keys.take(order).combine_chunks()
+    hashes = digests.from_hex(rows["chunk_hash"], digests.HASH_BYTES).take(order)
+    ids = digests.from_hex(rows["chunk_id"], digests.ID_BYTES).take(order)
+    hash_bytes, id_bytes = (_value_bytes(a) for a in (hashes, ids))
+    h, i = digests.HASH_BYTES, digests.ID_BYTES
     return [
-        (bucket, prior.to_ipc(keys.slice(start, count).to_batches()[0]))
-        for bucket, start, count in runs
+        (bucket, hash_bytes[start * h : (start + n) * h] + id_bytes[start * i : (start + n) * i])
+        for bucket, start, n in runs
     ]
+
+
+def read_staged_ids(message: bytes) -> pa.RecordBatch:
+    """A message of ``staged_ids`` as a record batch of ``STAGED_IDS`` (views of its bytes)."""
+    n, extra = divmod(len(message), _ROW_BYTES)
+    if extra:
+        raise ValueError(f"a message of {len(message)} bytes is not whole occurrences")
+    buffer = pa.py_buffer(message)
+    split = n * digests.HASH_BYTES
+    hashes = pa.FixedSizeBinaryArray.from_buffers(
+        STAGED_IDS.field("chunk_hash").type, n, [None, buffer.slice(0, split)]
+    )
+    ids = pa.FixedSizeBinaryArray.from_buffers(
+        STAGED_IDS.field("chunk_id").type, n, [None, buffer.slice(split)]
+    )
+    return pa.RecordBatch.from_arrays([hashes, ids], schema=STAGED_IDS)
+
+
+def _value_bytes(values: pa.FixedSizeBinaryArray) -> bytes:
+    width = values.type.byte_width
+    start = values.offset * width
+    return values.buffers()[1].to_pybytes()[start : start + len(values) * width]
 
 
 def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
@@ -101,7 +124,7 @@ class _MarkNew(PerBundle):
         if not parts[CURRENT] and not parts[_GONE]:
             return
         paths = [path for path, _ in parts[CURRENT]]
-        batches = [prior.from_ipc(message, STAGED_IDS) for _, message in parts[CURRENT]]
+        batches = [read_staged_ids(message) for _, message in parts[CURRENT]]
         if parts[_GONE]:
             yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
         if not batches:
@@ -260,7 +283,7 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 
 class MarkNew(beam.PTransform):
-    """``{"occurrences": (bucket, (CURRENT, (staged path, IPC of STAGED_IDS)))}`` (what
+    """``{"occurrences": (bucket, (CURRENT, (staged path, message of STAGED_IDS)))}`` (what
     ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (the prior
     rows' hash counts), ``"gone"`` (those of the rows this run removes) and ``"persisting"``
     (ids of re-chunked documents' prior rows still current), each ``(bucket, IPC message)``

@@ -53,7 +53,7 @@ class _ProcessDocuments(PerBundle):
     """Listed documents to read or fail (``(doc_id, [WorkItem as _work's tuple])``) → their
     outcomes. The chunk occurrences are staged in files under
     ``staged_folder`` (``staging``), and each file's hashes and ids go to the hash join
-    (tagged ``_OCCURRENCES``: ``(bucket, (CURRENT, (staged path, IPC of STAGED_IDS)))``)."""
+    (tagged ``_OCCURRENCES``: ``(bucket, (CURRENT, (staged path, message of STAGED_IDS)))``)."""
 
     def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes, staged_folder: str) -> None:
         self._config = config
@@ -180,7 +180,7 @@ class _ProcessDocuments(PerBundle):
 @beam.typehints.with_input_types(tuple[str, tuple[Any, ...]])
 class ProcessDocuments(beam.PTransform):
     """``(doc_id, work)`` (``PlanDocs``'s) → ``{"occurrences": (bucket, (CURRENT, (staged
-    path, IPC of STAGED_IDS))), "verdicts": (part, verdicts), "errors": errors/ rows,
+    path, message of STAGED_IDS))), "verdicts": (part, verdicts), "errors": errors/ rows,
     "counts": (name, n)}``. Grouped by doc_id first, so the documents spread across workers
     and extraction fans out."""
 

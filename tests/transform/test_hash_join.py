@@ -37,7 +37,7 @@ FLAGS = (hash_join.IS_NEW, hash_join.ADDED, hash_join.CHOSEN)
 def _flags_for(message: bytes, decide) -> bytes:
     """The flags ``decide(chunk_id)`` gives each occurrence of a ``staged_ids`` message, in
     its order (the order the join answers in)."""
-    sent = prior.from_ipc(message, hash_join.STAGED_IDS)["chunk_id"].to_pylist()
+    sent = hash_join.read_staged_ids(message)["chunk_id"].to_pylist()
     return bytes(decide(chunk_id.hex()) for chunk_id in sent)
 
 

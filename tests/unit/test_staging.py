@@ -54,7 +54,7 @@ def _occurrences(outputs: list[beam.pvalue.TaggedOutput]) -> list[tuple[str, str
             continue
         bucket, (tag, (path, message)) = o.value
         assert tag == hash_join.CURRENT
-        found.append((bucket, path, prior.from_ipc(message, hash_join.STAGED_IDS)))
+        found.append((bucket, path, hash_join.read_staged_ids(message)))
     return found
 
 
@@ -79,6 +79,8 @@ def test_only_hashes_and_ids_go_to_the_join_and_the_text_waits_in_a_staged_file(
         assert [h.hex() for h in batch["chunk_hash"].to_pylist()] == rows["chunk_hash"].to_pylist()
         assert [i.hex() for i in batch["chunk_id"].to_pylist()] == rows["chunk_id"].to_pylist()
     assert joined.num_rows == staged.num_rows
+    with pytest.raises(ValueError, match="not whole occurrences"):
+        hash_join.read_staged_ids(bytes(47))
 
 
 def test_a_bundle_over_the_row_limit_stages_several_files(tmp_path, monkeypatch):
