@@ -2,7 +2,8 @@
 run's delta (``MarkNew``), and the staged occurrences read back once, as the rows of the
 manifest, chunks/ and added/ (``FinishStaged``).
 
-Only hashes and ids cross this join; the occurrences' text waits in staged files
+Only hashes and ids cross this join, as the bytes their hex spells (``digests``), and only a
+byte of flags per occurrence comes back; the occurrences' text waits in staged files
 (``staging``).
 """
 
@@ -13,11 +14,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from chunkmill import schema
-from chunkmill.transforms import prior, staging
+from chunkmill.transforms import digests, prior, staging
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
 # Tags of the values grouped by hash bucket in the hash join.
@@ -28,18 +30,62 @@ _RETIRED = "retired"
 _CHUNKS = "chunks"
 _ADDED = "added"
 
-# What of an occurrence crosses the hash join (the rest waits in its staged file), and the
-# join's decision on each occurrence: its hash is new, it is an added occurrence, it is the
-# one occurrence of a new hash that goes to chunks/.
-STAGED_IDS = pa.schema([("chunk_hash", pa.string()), ("chunk_id", pa.string())])
-DECISIONS = pa.schema(
+# What of an occurrence crosses the hash join (the rest waits in its staged file): its hash
+# and id decoded from hex (``digests``), a staged file's rows of one hash bucket in one
+# message, in the order of the file's rows (``prior.bucket_runs``): the hashes' bytes, then
+# the ids' (``staged_ids``, ``read_staged_ids``). Fixed widths need no framing: an IPC
+# message's would cost more than the ~16 occurrences a message holds use of the bytes.
+STAGED_IDS = pa.schema(
     [
-        ("chunk_id", pa.string()),
-        ("is_new", pa.bool_()),
-        ("added", pa.bool_()),
-        ("chosen", pa.bool_()),
+        pa.field("chunk_hash", pa.binary(digests.HASH_BYTES), nullable=False),
+        pa.field("chunk_id", pa.binary(digests.ID_BYTES), nullable=False),
     ]
 )
+# The join's decision on an occurrence, one byte of flags in the order of its STAGED_IDS
+# message: its hash is new, it is an added occurrence, it is the one occurrence of a new hash
+# that goes to chunks/.
+IS_NEW, ADDED, CHOSEN = 1, 2, 4
+
+
+_ROW_BYTES = digests.HASH_BYTES + digests.ID_BYTES
+
+
+def staged_ids(rows: pa.Table) -> list[tuple[str, bytes]]:
+    """A staged file's rows (``schema.CHUNKS``) → ``(hash bucket, message of STAGED_IDS)``,
+    one message per bucket, each bucket's rows in the file's order (``prior.bucket_runs``)."""
+    if rows.num_rows == 0:
+        return []
+    order, runs = prior.bucket_runs(rows["chunk_hash"])
+    hashes = digests.from_hex(rows["chunk_hash"], digests.HASH_BYTES).take(order)
+    ids = digests.from_hex(rows["chunk_id"], digests.ID_BYTES).take(order)
+    hash_bytes, id_bytes = (_value_bytes(a) for a in (hashes, ids))
+    h, i = digests.HASH_BYTES, digests.ID_BYTES
+    return [
+        (bucket, hash_bytes[start * h : (start + n) * h] + id_bytes[start * i : (start + n) * i])
+        for bucket, start, n in runs
+    ]
+
+
+def read_staged_ids(message: bytes) -> pa.RecordBatch:
+    """A message of ``staged_ids`` as a record batch of ``STAGED_IDS`` (views of its bytes)."""
+    n, extra = divmod(len(message), _ROW_BYTES)
+    if extra:
+        raise ValueError(f"a message of {len(message)} bytes is not whole occurrences")
+    buffer = pa.py_buffer(message)
+    split = n * digests.HASH_BYTES
+    hashes = pa.FixedSizeBinaryArray.from_buffers(
+        STAGED_IDS.field("chunk_hash").type, n, [None, buffer.slice(0, split)]
+    )
+    ids = pa.FixedSizeBinaryArray.from_buffers(
+        STAGED_IDS.field("chunk_id").type, n, [None, buffer.slice(split)]
+    )
+    return pa.RecordBatch.from_arrays([hashes, ids], schema=STAGED_IDS)
+
+
+def _value_bytes(values: pa.FixedSizeBinaryArray) -> bytes:
+    width = values.type.byte_width
+    start = values.offset * width
+    return values.buffers()[1].to_pybytes()[start : start + len(values) * width]
 
 
 def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
@@ -58,8 +104,9 @@ class _MarkNew(PerBundle):
     A bucket holds the hashes and ids of this run's occurrences (of the documents chunked
     this run, in staged files), the prior rows' hash counts, the hash counts of the rows this
     run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
-    still current (``_PERSISTING``). Every occurrence is decided (``DECISIONS``, one IPC
-    message per staged file and bucket, keyed by the staged file's path): its hash is new
+    still current (``_PERSISTING``). Every occurrence is decided (a byte of flags, ``IS_NEW``,
+    ``ADDED``, ``CHOSEN``, per occurrence in the order of its message: ``(staged path,
+    (bucket, flags))``, one per staged file and bucket): its hash is new
     when the prior state lacks it; each new hash has exactly one chosen occurrence, the one
     for chunks/ (the smallest chunk_id, so the choice does not depend on grouping order); an
     occurrence whose id is not among the persisting ones is added. A hash is retired when
@@ -70,15 +117,14 @@ class _MarkNew(PerBundle):
     """
 
     def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
-        _, values = element
+        bucket, values = element
         parts: dict[int, list[Any]] = {CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
         for tag, payload in values:
             parts[tag].append(payload)
         if not parts[CURRENT] and not parts[_GONE]:
             return
         paths = [path for path, _ in parts[CURRENT]]
-        batches = [prior.from_ipc(message, STAGED_IDS) for _, message in parts[CURRENT]]
-        persisting = _ipc_table(parts[_PERSISTING], prior.IDS)
+        batches = [read_staged_ids(message) for _, message in parts[CURRENT]]
         if parts[_GONE]:
             yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
         if not batches:
@@ -88,20 +134,17 @@ class _MarkNew(PerBundle):
         # Membership needs no sum: a hash in several prior messages is in the prior once.
         seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
-        decisions = pa.table(
-            [
-                ids["chunk_id"],
-                pc.is_in(ids["chunk_hash"], value_set=new["chunk_hash"]),
-                pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting["chunk_id"])),
-                pc.is_in(ids["chunk_id"], value_set=new["chunk_id"]),
-            ],
-            schema=DECISIONS,
-        ).combine_chunks()
+        persisting_ids = _ipc_table(parts[_PERSISTING], prior.IDS)["chunk_id"]
+        persisting = digests.from_hex(persisting_ids, digests.ID_BYTES)
+        flags = _flags(
+            (IS_NEW, pc.is_in(ids["chunk_hash"], value_set=new["chunk_hash"])),
+            (ADDED, pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting))),
+            (CHOSEN, pc.is_in(ids["chunk_id"], value_set=new["chunk_id"])),
+        )
         start = 0
         for path, batch in zip(paths, batches, strict=True):
-            (decided,) = decisions.slice(start, batch.num_rows).to_batches()
+            yield path, (bucket, flags[start : start + batch.num_rows])
             start += batch.num_rows
-            yield path, prior.to_ipc(decided)
 
     def _retired(
         self,
@@ -114,7 +157,7 @@ class _MarkNew(PerBundle):
         what was removed, not to the bucket."""
         gone = _ipc_table(gone_counts, prior.HASH_COUNTS)
         candidates = pc.unique(gone["chunk_hash"])
-        total: Counter[str] = Counter()
+        total: Counter[bytes] = Counter()
 
         def count(hashes: pa.ChunkedArray | pa.Array, rows: Any, sign: int) -> None:
             among = pc.is_in(hashes, value_set=candidates)
@@ -128,15 +171,17 @@ class _MarkNew(PerBundle):
         count(gone["chunk_hash"], gone["rows"], -1)
         for b in batches:
             count(b.column(b.schema.get_field_index("chunk_hash")), None, 1)
+        # Bytes sort as their hex does.
         retired = sorted(h for h in candidates.to_pylist() if total[h] == 0)
         if retired:
             self._tally["hashes_retired"] += len(retired)
-            table = pa.table([pa.array(retired, pa.string())], schema=schema.RETIRED)
+            hashes = digests.to_hex(pa.array(retired, pa.binary(digests.HASH_BYTES)))
+            table = pa.table([hashes], schema=schema.RETIRED)
             yield beam.pvalue.TaggedOutput(_RETIRED, table)
 
 
 class _FinishStaged(PerBundle):
-    """``(staged path, [IPC of DECISIONS])`` → the staged file's rows as manifest rows
+    """``(staged path, [(bucket, flags)])`` → the staged file's rows as manifest rows
     flagged ``is_new``, tagged ``_ADDED`` its added occurrences and ``_CHUNKS`` its chosen
     ones, text included. Every staged row has exactly one decision (it is in one bucket).
 
@@ -148,19 +193,11 @@ class _FinishStaged(PerBundle):
     def __init__(self, model_window: int | None = None) -> None:
         self._model_window = model_window
 
-    def process(self, element: tuple[str, Iterable[bytes]]):
-        path, messages = element
-        decisions = _ipc_table(list(messages), DECISIONS)
+    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]):
+        path, decided = element
         rows = staging.read(path)
-        at = pc.index_in(rows["chunk_id"], value_set=decisions["chunk_id"])
-        if at.null_count or decisions.num_rows != rows.num_rows:
-            raise RuntimeError(
-                f"staged file {path}: {rows.num_rows} occurrences, "
-                f"{rows.num_rows - at.null_count} of them decided"
-            )
-        is_new = pc.take(decisions["is_new"], at)
-        added = pc.take(decisions["added"], at)
-        chosen = pc.take(decisions["chosen"], at)
+        flags = _row_flags(path, rows, decided)
+        is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
         tally = self._tally
         tally["chunks_total"] += rows.num_rows
         tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
@@ -188,6 +225,43 @@ def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:
     return [d.filter(mask) for d in data]
 
 
+def _flags(*named: tuple[int, pa.Array | pa.ChunkedArray]) -> bytes:
+    """Boolean columns of equal length as one byte a row: the flag of each set where its
+    column is true."""
+    out = np.zeros(len(named[0][1]), np.uint8)
+    for flag, column in named:
+        out |= np.asarray(column, dtype=bool).astype(np.uint8) * np.uint8(flag)
+    return out.tobytes()
+
+
+def _row_flags(path: str, rows: pa.Table, decided: Iterable[tuple[str, bytes]]) -> np.ndarray:
+    """The flags of each row of a staged file, in row order, from its decisions by bucket
+    (each in the order of the file's rows of that bucket, as ``staged_ids`` sent them).
+    Every row has exactly one decision, or ``RuntimeError``."""
+    order, runs = prior.bucket_runs(rows["chunk_hash"])
+    decisions = list(decided)
+    by_bucket = dict(decisions)
+    in_order = np.zeros(rows.num_rows, np.uint8)
+    found = 0
+    for bucket, start, count in runs:
+        answer = by_bucket.pop(bucket, b"")
+        if len(answer) == count:
+            in_order[start : start + count] = np.frombuffer(answer, np.uint8)
+            found += count
+    if found != rows.num_rows or by_bucket or len(decisions) != len(runs):
+        raise RuntimeError(
+            f"staged file {path}: {rows.num_rows} occurrences, {found} of them decided"
+            + (f", decisions for buckets it lacks: {sorted(by_bucket)}" if by_bucket else "")
+        )
+    by_row = np.empty(rows.num_rows, np.uint8)
+    by_row[np.asarray(order)] = in_order
+    return by_row
+
+
+def _flag(flags: np.ndarray, flag: int) -> pa.Array:
+    return pa.array((flags & flag) != 0, pa.bool_())
+
+
 def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
     batches = [prior.from_ipc(p, table_schema) for p in payloads]
     return pa.Table.from_batches(batches, schema=table_schema)
@@ -209,11 +283,11 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 
 class MarkNew(beam.PTransform):
-    """``{"occurrences": (bucket, (CURRENT, (staged path, IPC of STAGED_IDS)))}`` (what
+    """``{"occurrences": (bucket, (CURRENT, (staged path, message of STAGED_IDS)))}`` (what
     ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (the prior
     rows' hash counts), ``"gone"`` (those of the rows this run removes) and ``"persisting"``
     (ids of re-chunked documents' prior rows still current), each ``(bucket, IPC message)``
-    → ``{"decided": (staged path, IPC of DECISIONS), "retired": retired/ tables, "counts":
+    → ``{"decided": (staged path, (bucket, flags)), "retired": retired/ tables, "counts":
     (name, n)}``, a hash bucket at a time (``_MarkNew``)."""
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
@@ -234,9 +308,9 @@ class MarkNew(beam.PTransform):
         return {"decided": marked.decided, "retired": marked[_RETIRED], "counts": marked[COUNTS]}
 
 
-@beam.typehints.with_input_types(tuple[str, bytes])
+@beam.typehints.with_input_types(tuple[str, tuple[str, bytes]])
 class FinishStaged(beam.PTransform):
-    """``(staged path, IPC of DECISIONS)`` (``MarkNew``'s) → ``{"manifest", "chunks",
+    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"manifest", "chunks",
     "added": pa.Table, "counts": (name, n)}``: each staged file read once, its rows split by
     their decisions (``_FinishStaged``). ``model_window``: the embedding model's input window
     in tokens, where it is known."""
@@ -245,7 +319,9 @@ class FinishStaged(beam.PTransform):
         super().__init__()
         self._model_window = model_window
 
-    def expand(self, decided: beam.PCollection[tuple[str, bytes]]) -> dict[str, beam.PCollection]:
+    def expand(
+        self, decided: beam.PCollection[tuple[str, tuple[str, bytes]]]
+    ) -> dict[str, beam.PCollection]:
         finished = (
             decided
             | "GroupByStagedFile" >> beam.GroupByKey()

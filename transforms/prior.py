@@ -42,7 +42,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import runstate, sinks
+from chunkmill.transforms import digests, runstate, sinks
 from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
@@ -81,11 +81,13 @@ def from_ipc(payload: bytes, batch_schema: pa.Schema) -> pa.RecordBatch:
 
 
 # What crosses the hash-bucket shuffle besides this run's occurrences: per-hash row counts
-# (of the prior rows, and of the rows this run removes) and occurrence ids.
+# (of the prior rows, and of the rows this run removes), each hash as the 32 bytes its hex
+# spells (``digests``: a prior of millions of hashes sends every one of them each night), and
+# occurrence ids.
 HASH_COUNTS = pa.schema(
     [
-        pa.field("chunk_hash", pa.string(), nullable=False),
-        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("chunk_hash", pa.binary(digests.HASH_BYTES), nullable=False),
+        pa.field("rows", pa.int32(), nullable=False),
     ]
 )
 IDS = pa.schema(
@@ -283,28 +285,47 @@ def summary_rows(summary: pa.Table) -> list[tuple[str, PriorSummary]]:
 
 def by_bucket(table: pa.Table, column: str = "chunk_hash") -> list[tuple[str, bytes]]:
     """``table`` cut by the bucket of its ``column`` (``hash_bucket``, ``doc_bucket``): one
-    IPC message of its rows per bucket (read with ``from_ipc`` and the table's schema)."""
+    IPC message of its rows per bucket (read with ``from_ipc`` and the table's schema), each
+    bucket's rows in their order in ``table``."""
     if table.num_rows == 0:
         return []
-    buckets = pc.utf8_slice_codeunits(table[column], 0, BUCKET_CHARS)
-    order = pc.sort_indices(buckets)
+    order, runs = bucket_runs(table[column])
     table = table.take(order).combine_chunks()
+    return [(key, to_ipc(table.slice(start, count).to_batches()[0])) for key, start, count in runs]
+
+
+def bucket_runs(
+    column: pa.Array | pa.ChunkedArray,
+) -> tuple[pa.Array, list[tuple[str, int, int]]]:
+    """The rows of ``column`` (hex ids or hashes, or hashes as bytes) by bucket: the row
+    order that puts each
+    bucket's rows together, each bucket's rows in their order in ``column`` (a stable sort),
+    and ``(bucket, start, count)`` for each run in that order. ``by_bucket`` cuts by it, and
+    the hash join finds a staged file's rows of a bucket by it."""
+    if pa.types.is_fixed_size_binary(column.type):
+        buckets = pc.binary_slice(column, 0, BUCKET_CHARS // 2)  # the bytes of the hex prefix
+    else:
+        buckets = pc.utf8_slice_codeunits(column, 0, BUCKET_CHARS)
+    order = pc.sort_indices(buckets)  # stable: equal buckets keep their rows' order
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
-    runs = pc.value_counts(pc.take(buckets, order))
-    out, start = [], 0
+    counted = pc.value_counts(pc.take(buckets, order))
+    runs, start = [], 0
     for key, count in zip(
-        runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
+        counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True
     ):
-        out.append((key, to_ipc(table.slice(start, count).to_batches()[0])))
+        runs.append((key.hex() if isinstance(key, bytes) else key, start, count))
         start += count
-    return out
+    return order, runs
 
 
 def hash_counts(table: pa.Table) -> pa.Table:
-    """Each distinct hash of ``table`` with its number of rows (``HASH_COUNTS``)."""
+    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``)."""
     grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
     return pa.table(
-        [grouped["chunk_hash"], pc.cast(grouped["chunk_hash_count"], pa.int64())],
+        [
+            digests.from_hex(grouped["chunk_hash"], digests.HASH_BYTES),
+            pc.cast(grouped["chunk_hash_count"], pa.int32()),
+        ],
         schema=HASH_COUNTS,
     )
 

@@ -16,7 +16,7 @@ from apache_beam.transforms import window
 from chunkmill import carryover, document, isolation, schema, stores
 from chunkmill.config import Chunking, ChunkingConfig
 from chunkmill.items import WorkItem
-from chunkmill.transforms import prior, staging, storage
+from chunkmill.transforms import staging, storage
 from chunkmill.transforms.counts import (
     COUNTS,
     DONE_PROGRESS,
@@ -26,7 +26,7 @@ from chunkmill.transforms.counts import (
     PerBundle,
 )
 from chunkmill.transforms.doc_plan import work_item
-from chunkmill.transforms.hash_join import CURRENT, STAGED_IDS
+from chunkmill.transforms.hash_join import CURRENT, staged_ids
 
 # How ChunkCorpus reads a document: ``read(uri, listed version, max_bytes)``. A reader pins
 # the read to the listed version where its store can (raising ``stores.SourceChanged``
@@ -53,7 +53,7 @@ class _ProcessDocuments(PerBundle):
     """Listed documents to read or fail (``(doc_id, [WorkItem as _work's tuple])``) → their
     outcomes. The chunk occurrences are staged in files under
     ``staged_folder`` (``staging``), and each file's hashes and ids go to the hash join
-    (tagged ``_OCCURRENCES``: ``(bucket, (CURRENT, (staged path, IPC of STAGED_IDS)))``)."""
+    (tagged ``_OCCURRENCES``: ``(bucket, (CURRENT, (staged path, message of STAGED_IDS)))``)."""
 
     def __init__(self, config: ChunkingConfig, read_bytes: ReadBytes, staged_folder: str) -> None:
         self._config = config
@@ -94,7 +94,7 @@ class _ProcessDocuments(PerBundle):
         table = pa.Table.from_pylist(self._occurrences, schema=schema.CHUNKS)
         self._occurrences = []
         path = staging.write(self._staged_folder, table)
-        for bucket, message in prior.by_bucket(table.select(STAGED_IDS.names)):
+        for bucket, message in staged_ids(table):
             value = (bucket, (CURRENT, (path, message)))
             yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))
 
@@ -180,7 +180,7 @@ class _ProcessDocuments(PerBundle):
 @beam.typehints.with_input_types(tuple[str, tuple[Any, ...]])
 class ProcessDocuments(beam.PTransform):
     """``(doc_id, work)`` (``PlanDocs``'s) → ``{"occurrences": (bucket, (CURRENT, (staged
-    path, IPC of STAGED_IDS))), "verdicts": (part, verdicts), "errors": errors/ rows,
+    path, message of STAGED_IDS))), "verdicts": (part, verdicts), "errors": errors/ rows,
     "counts": (name, n)}``. Grouped by doc_id first, so the documents spread across workers
     and extraction fans out."""
 

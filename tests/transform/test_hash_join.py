@@ -25,24 +25,37 @@ def _messages(table: pa.Table) -> list[tuple[str, bytes]]:
 
 
 def _decisions(element):
-    path, message = element
-    rows = prior.from_ipc(message, hash_join.DECISIONS).to_pylist()
-    return [(path, r["chunk_id"], r["is_new"], r["added"], r["chosen"]) for r in rows]
+    """A decision message → ``(path, bucket, i, (is_new, added, chosen))`` for the i-th
+    occurrence of the bucket in the staged file."""
+    path, (bucket, flags) = element
+    return [(path, bucket, i, tuple(bool(f & flag) for flag in FLAGS)) for i, f in enumerate(flags)]
+
+
+FLAGS = (hash_join.IS_NEW, hash_join.ADDED, hash_join.CHOSEN)
+
+
+def _flags_for(message: bytes, decide) -> bytes:
+    """The flags ``decide(chunk_id)`` gives each occurrence of a ``staged_ids`` message, in
+    its order (the order the join answers in)."""
+    sent = hash_join.read_staged_ids(message)["chunk_id"].to_pylist()
+    return bytes(decide(chunk_id.hex()) for chunk_id in sent)
 
 
 def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
-    current = pa.table(
-        {"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]}, schema=hash_join.STAGED_IDS
-    )
-    counts = pa.table({"chunk_hash": [KNOWN, GONE], "rows": [1, 1]}, schema=prior.HASH_COUNTS)
-    gone = pa.table({"chunk_hash": [GONE], "rows": [1]}, schema=prior.HASH_COUNTS)
+    # Sent as a staged file's rows are: hashes and ids as bytes, by bucket, in row order.
+    current = pa.table({"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]})
+    counts = prior.hash_counts(pa.table({"chunk_hash": [KNOWN, GONE]}))
+    gone = prior.hash_counts(pa.table({"chunk_hash": [GONE]}))
     persisting = pa.table({"chunk_id": [A], "chunk_hash": [KNOWN]}, schema=prior.IDS)
     with TestPipeline(runner="FnApiRunner") as p:
         out = {
             "occurrences": p
             | "Current"
             >> beam.Create(
-                [(b, (hash_join.CURRENT, ("staged-1", m))) for b, m in _messages(current)]
+                [
+                    (b, (hash_join.CURRENT, ("staged-1", m)))
+                    for b, m in hash_join.staged_ids(current)
+                ]
             ),
             "prior_hashes": p | "Prior" >> beam.Create(_messages(counts)),
             "gone": p | "Gone" >> beam.Create(_messages(gone)),
@@ -53,10 +66,11 @@ def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
             equal_to(
                 [
                     # A persists from the prior state: neither new nor added.
-                    ("staged-1", A, False, False, False),
-                    # NEW's smallest id stands for it in chunks/; both are added.
-                    ("staged-1", B, True, True, True),
-                    ("staged-1", C, True, True, False),
+                    ("staged-1", "11", 0, (False, False, False)),
+                    # NEW's smallest id (B, second in the file) stands for it in chunks/;
+                    # both are added.
+                    ("staged-1", "22", 0, (True, True, False)),
+                    ("staged-1", "22", 1, (True, True, True)),
                 ]
             ),
             label="Decided",
@@ -79,17 +93,14 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
     chunk_ids = table["chunk_id"].to_pylist()
     n = len(chunk_ids)
     # The first occurrence is new and chosen for chunks/; the second added but not new.
-    decisions = pa.table(
-        [
-            chunk_ids,
-            [True] + [False] * (n - 1),
-            [True, True] + [False] * (n - 2),
-            [True] + [False] * (n - 1),
-        ],
-        schema=hash_join.DECISIONS,
-    )
+    flags = {chunk_ids[0]: hash_join.IS_NEW | hash_join.ADDED | hash_join.CHOSEN}
+    flags[chunk_ids[1]] = hash_join.ADDED
     # Decisions of one staged file come from several hash buckets: one message each.
-    messages = [(path, prior.to_ipc(b)) for b in decisions.to_batches(max_chunksize=2)]
+    messages = [
+        (path, (bucket, _flags_for(message, lambda c: flags.get(c, 0))))
+        for bucket, message in hash_join.staged_ids(table)
+    ]
+    assert len(messages) > 1
     with TestPipeline(runner="FnApiRunner") as p:
         out = p | beam.Create(messages) | FinishStaged(model_window=1)
         rows = {

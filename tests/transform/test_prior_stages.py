@@ -52,7 +52,7 @@ def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tm
             out["hashes"]
             | "Hashes"
             >> beam.FlatMap(lambda e: prior.from_ipc(e[1], prior.HASH_COUNTS).to_pylist())
-            | beam.Map(lambda h: (h["chunk_hash"], h["rows"])),
+            | beam.Map(lambda h: (h["chunk_hash"].hex(), h["rows"])),
             equal_to([(h, hashes.count(h)) for h in set(hashes)]),
             label="HashCounts",
         )
@@ -94,7 +94,9 @@ def test_apply_prior_verdicts_keeps_and_removes_rows_where_they_lie(tmp_path):
         assert_that(
             out["gone"]
             | "Gone" >> beam.FlatMap(lambda e: prior.from_ipc(e[1], prior.HASH_COUNTS).to_pylist())
-            | beam.Map(lambda h: (h["chunk_hash"], h["rows"], h["chunk_hash"] in kept_hashes)),
+            | beam.Map(
+                lambda h: (h["chunk_hash"].hex(), h["rows"], h["chunk_hash"].hex() in kept_hashes)
+            ),
             equal_to([(r["chunk_hash"], 1, r["chunk_hash"] in kept_hashes) for r in gone_rows]),
             label="Gone",
         )

@@ -23,11 +23,12 @@ def _staged(element):
     """An occurrences element → its chunk ids, checked against the staged file they wait in."""
     bucket, (tag, (path, message)) = element
     assert tag == hash_join.CURRENT
-    sent = prior.from_ipc(message, hash_join.STAGED_IDS)
-    assert {prior.hash_bucket(h) for h in sent["chunk_hash"].to_pylist()} == {bucket}
+    sent = hash_join.read_staged_ids(message)
+    assert {prior.hash_bucket(h.hex()) for h in sent["chunk_hash"].to_pylist()} == {bucket}
+    sent_ids = [chunk_id.hex() for chunk_id in sent["chunk_id"].to_pylist()]
     staged = set(staging.read(path)["chunk_id"].to_pylist())
-    assert set(sent["chunk_id"].to_pylist()) <= staged  # the text waits in the file
-    return sent["chunk_id"].to_pylist()
+    assert set(sent_ids) <= staged  # the text waits in the file
+    return sent_ids
 
 
 def _sum(pairs):

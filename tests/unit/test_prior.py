@@ -49,12 +49,14 @@ def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix_with_its_row
         (bucket, prior.from_ipc(payload, prior.HASH_COUNTS).to_pylist())
         for bucket, payload in prior.by_bucket(prior.hash_counts(manifest_table(rows)))
     ]
-    flat = {c["chunk_hash"]: c["rows"] for _, counts in buckets for c in counts}
+    flat = {c["chunk_hash"].hex(): c["rows"] for _, counts in buckets for c in counts}
     expected: dict[str, int] = {}
     for r in rows:
         expected[r["chunk_hash"]] = expected.get(r["chunk_hash"], 0) + 1
     assert flat == expected and sum(len(counts) for _, counts in buckets) == len(expected)
-    assert all(prior.hash_bucket(c["chunk_hash"]) == b for b, counts in buckets for c in counts)
+    assert all(
+        prior.hash_bucket(c["chunk_hash"].hex()) == b for b, counts in buckets for c in counts
+    )
 
 
 def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():

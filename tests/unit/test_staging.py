@@ -54,7 +54,7 @@ def _occurrences(outputs: list[beam.pvalue.TaggedOutput]) -> list[tuple[str, str
             continue
         bucket, (tag, (path, message)) = o.value
         assert tag == hash_join.CURRENT
-        found.append((bucket, path, prior.from_ipc(message, hash_join.STAGED_IDS)))
+        found.append((bucket, path, hash_join.read_staged_ids(message)))
     return found
 
 
@@ -66,11 +66,21 @@ def test_only_hashes_and_ids_go_to_the_join_and_the_text_waits_in_a_staged_file(
     assert Path(path).parent == tmp_path
     joined = pa.Table.from_batches([b for _, _, b in occurrences])
     assert joined.schema.names == ["chunk_hash", "chunk_id"]  # no text crosses the shuffle
-    assert sorted(joined["chunk_id"].to_pylist()) == sorted(staged["chunk_id"].to_pylist())
+    # As the bytes their hex spells: 32 and 16 a row, no offsets.
+    assert joined.schema.field("chunk_hash").type == pa.binary(32)
+    assert joined.schema.field("chunk_id").type == pa.binary(16)
     assert staged.num_rows == 8
     assert {text.split()[0] for text in staged["text"].to_pylist()} == {"alpha", "beta", "gamma"}
-    for bucket, _, batch in occurrences:  # each message holds its bucket's hashes only
-        assert {prior.hash_bucket(h) for h in batch["chunk_hash"].to_pylist()} == {bucket}
+    for bucket, _, batch in occurrences:
+        # Each message holds its bucket's rows only, in the staged file's order.
+        rows = staged.filter(
+            pa.array([prior.hash_bucket(h) == bucket for h in staged["chunk_hash"].to_pylist()])
+        )
+        assert [h.hex() for h in batch["chunk_hash"].to_pylist()] == rows["chunk_hash"].to_pylist()
+        assert [i.hex() for i in batch["chunk_id"].to_pylist()] == rows["chunk_id"].to_pylist()
+    assert joined.num_rows == staged.num_rows
+    with pytest.raises(ValueError, match="not whole occurrences"):
+        hash_join.read_staged_ids(bytes(47))
 
 
 def test_a_bundle_over_the_row_limit_stages_several_files(tmp_path, monkeypatch):
@@ -81,26 +91,49 @@ def test_a_bundle_over_the_row_limit_stages_several_files(tmp_path, monkeypatch)
     assert sum(staging.read(p).num_rows for p in paths) == 8
 
 
-def _decisions(chunk_ids: list[str]) -> bytes:
-    n = len(chunk_ids)
-    table = pa.table(
-        [chunk_ids, [True] * n, [True] * n, [False] * n], schema=hash_join.DECISIONS
-    ).combine_chunks()
-    return prior.to_ipc(table.to_batches()[0])
+NEW_ADDED = hash_join.IS_NEW | hash_join.ADDED
 
 
 def test_every_staged_row_is_decided_or_the_run_stops(tmp_path):
     occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC}))
     (path,) = {p for _, p, _ in occurrences}
-    chunk_ids = staging.read(path)["chunk_id"].to_pylist()
+    rows = staging.read(path)
+    decided = [(bucket, bytes([NEW_ADDED] * batch.num_rows)) for bucket, _, batch in occurrences]
+    assert len(decided) > 1  # the file's rows are in several buckets
     finish = hash_join._FinishStaged()
     finish.start_bundle()
 
-    manifest, *_ = finish.process((path, [_decisions(chunk_ids[:2]), _decisions(chunk_ids[2:])]))
-    assert manifest.num_rows == len(chunk_ids) and all(manifest["is_new"].to_pylist())
+    manifest, *_ = finish.process((path, decided))
+    assert manifest["chunk_id"].to_pylist() == rows["chunk_id"].to_pylist()
+    assert all(manifest["is_new"].to_pylist())
 
-    with pytest.raises(RuntimeError, match="4 occurrences, 3 of them decided"):
-        list(finish.process((path, [_decisions(chunk_ids[1:])])))
+    (bucket, flags), *others = decided
+    n = rows.num_rows
+    with pytest.raises(RuntimeError, match=f"{n} occurrences, {n - len(flags)} of them decided"):
+        list(finish.process((path, others)))  # a bucket's decisions missing
+    with pytest.raises(RuntimeError, match=f"{n} occurrences, {n - len(flags)} of them decided"):
+        list(finish.process((path, [(bucket, flags[1:]), *others])))  # one row short
+    with pytest.raises(RuntimeError, match="decisions for buckets it lacks"):
+        list(finish.process((path, [*decided, ("zz", b"\x01")])))
+
+
+def test_decisions_reach_the_rows_they_were_made_for(tmp_path):
+    occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC, "/c/b.md": DOC}))
+    (path,) = {p for _, p, _ in occurrences}
+    rows = staging.read(path)
+    # Only the occurrences of the ids picked are new; each bucket answers in the order sent.
+    picked = set(rows["chunk_id"].to_pylist()[::3])
+    decided = [
+        (
+            bucket,
+            bytes(NEW_ADDED if i.hex() in picked else 0 for i in batch["chunk_id"].to_pylist()),
+        )
+        for bucket, _, batch in occurrences
+    ]
+    finish = hash_join._FinishStaged()
+    finish.start_bundle()
+    manifest, *_ = finish.process((path, decided))
+    assert set(manifest.filter(manifest["is_new"])["chunk_id"].to_pylist()) == picked
 
 
 def test_a_damaged_staged_file_stops_the_run(tmp_path):

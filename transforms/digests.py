@@ -1,0 +1,69 @@
+"""Hashes and ids as the bytes their hex spells, for what crosses the hash join.
+
+The tables hold ``chunk_hash`` (SHA-256) and ``chunk_id`` as lowercase hex, 64 and 32
+characters. Decoded, they are 32 and 16 bytes: what the hash join sends of each occurrence,
+in fixed-size Arrow columns with no offsets. The byte order of decoded values is the
+lexicographic order of their hex, so the smallest id is the same either way. Both directions
+are vectorised over an Arrow column's buffers: a first run decodes every occurrence it makes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+HASH_BYTES = 32  # chunk_hash: SHA-256
+ID_BYTES = 16  # chunk_id: the first 32 hex characters of a SHA-256
+
+_DIGITS = b"0123456789abcdef"
+_NOT_HEX = 0xFF
+_NIBBLE = np.full(256, _NOT_HEX, np.uint8)
+_NIBBLE[np.frombuffer(_DIGITS, np.uint8)] = np.arange(16, dtype=np.uint8)
+_DIGIT = np.frombuffer(_DIGITS, np.uint8)
+
+
+def from_hex(column: pa.Array | pa.ChunkedArray, width: int) -> pa.FixedSizeBinaryArray:
+    """``column`` (strings of ``2 * width`` lowercase hex characters, no nulls) decoded to
+    ``width`` bytes a value. Raises ``ValueError`` on any other value."""
+    strings = _plain(column).cast(pa.string())
+    n = len(strings)
+    if strings.null_count:
+        raise ValueError("a hex column to decode holds a null")
+    if n == 0:
+        return pa.array([], pa.binary(width))
+    _, offsets_buffer, data = strings.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, strings.offset * 4)
+    if not (np.diff(offsets) == 2 * width).all():
+        raise ValueError(f"a value to decode is not {2 * width} hex characters")
+    nibbles = _NIBBLE[np.frombuffer(data, np.uint8, 2 * width * n, int(offsets[0]))]
+    if (nibbles == _NOT_HEX).any():
+        raise ValueError("a value to decode is not lowercase hex")
+    packed = (nibbles[0::2] << 4) | nibbles[1::2]
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())]
+    )
+
+
+def to_hex(column: pa.Array | pa.ChunkedArray) -> pa.StringArray:
+    """``column`` (fixed-size binary, no nulls) as lowercase hex strings."""
+    values = _plain(column)
+    width = values.type.byte_width
+    n = len(values)
+    if values.null_count:
+        raise ValueError("a binary column to encode holds a null")
+    if n == 0:
+        return pa.array([], pa.string())
+    raw = np.frombuffer(values.buffers()[1], np.uint8, width * n, values.offset * width)
+    chars = np.empty(2 * width * n, np.uint8)
+    chars[0::2] = _DIGIT[raw >> 4]
+    chars[1::2] = _DIGIT[raw & 0x0F]
+    offsets = np.arange(0, 2 * width * (n + 1), 2 * width, dtype=np.int32)
+    return pa.StringArray.from_buffers(
+        n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(chars.tobytes())
+    )
+
+
+def _plain(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    return column
