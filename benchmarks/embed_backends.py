@@ -439,6 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only-backends", action="store_true", help="leave out the library rows")
     parser.add_argument(
+        "--library",
+        nargs="*",
+        default=list(LABELS),
+        choices=list(LABELS),
+        metavar="ROW",
+        help="the library rows to run (default: all)",
+    )
+    parser.add_argument(
         "--scale-texts",
         type=int,
         nargs="*",
@@ -461,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         work = Path(tmp)
-        library = () if args.only_backends else tuple(LABELS)
+        library = () if args.only_backends else tuple(args.library)
         if args.backends or library:
             print(f"chunking the corpus ({args.texts} chunks)...", file=sys.stderr)
             output, texts = make_run(work / "main", args.texts, args.set)
