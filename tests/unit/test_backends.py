@@ -230,3 +230,11 @@ def test_compiled_torch_gives_eager_vectors_and_a_second_process_uses_the_cache(
     subprocess.run([sys.executable, "-c", script, str(second), *texts[:20]], check=True)
     assert {p: p.stat().st_mtime_ns for p in cache.rglob("*.so")} == builds  # none rebuilt
     assert np.abs(np.load(second) - eager[:20]).max() < COMPILED_MAX_ABS
+
+
+def test_a_wrong_compile_mode_is_one_line_naming_the_flag(tmp_path, capsys):
+    from chunkmill.pipeline.cli import main
+
+    assert main(["embed", "--output", str(tmp_path), "--compile", "fast"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compile fast" in err
