@@ -216,7 +216,7 @@ def test_compiled_torch_gives_eager_vectors_and_a_second_process_uses_the_cache(
     assert np.abs(got - eager).max() < COMPILED_MAX_ABS and cosine.min() > COMPILED_MIN_COSINE
     cache = backends.inductor_cache_dir(model.folder_key)
     assert cache.is_relative_to(tmp_path) and backends.compile_cache_warm(cache)
-    assert not (tmp_path / "elsewhere").exists()
+    assert not list((tmp_path / "elsewhere").rglob("*.so"))  # loading the model makes it, empty
     builds = {p: p.stat().st_mtime_ns for p in cache.rglob("*.so")}
     assert builds  # the C++ builds are kept in the model's folder
     script = (
