@@ -3,7 +3,9 @@ sentence-transformers loop, Beam's own ``SentenceTransformerEmbeddings`` (MLTran
 LangChain's ``HuggingFaceEmbeddings``, on the same chunk texts, the same model
 (all-MiniLM-L6-v2), batch size and threads; each row in a fresh process, side by side in one
 run. Prints a Markdown table (benchmarks/README.md, "Embedding backends"), then the peak RSS
-of ``chunkmill embed`` on runs of two sizes (``--scale-texts``).
+of ``chunkmill embed`` on runs of two sizes (``--scale-texts``). The table's first line is the
+fp32 GEMM ceiling (``gemm_ceiling``): the tokens/s the model's linear layers alone allow on
+this machine, each torch row a fraction of it.
 
     python -m benchmarks.embed_backends --setup       # LangChain's environment (once)
     python -m benchmarks.embed_backends               # ~2,000 chunks: 20-30 minutes on 2 cores
@@ -52,6 +54,12 @@ BATCH = 64
 # Runtime's default).
 THREADS = os.cpu_count() or 1
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+# Rows that are a backend with a flag: torch compiled (or kept eager) whatever the embed's size.
+FLAGGED = {
+    "torch-compiled": ("torch", ("--compile", "on")),
+    "torch-eager": ("torch", ("--compile", "off")),
+}
+ROW_NAMES = (*BACKENDS, *FLAGGED)
 SIDE_VENV = REPO / ".venv-embed"
 # What LangChain's row installs into its environment (the rest comes from this one's).
 SIDE_PACKAGES = ("langchain-huggingface",)
@@ -222,18 +230,25 @@ def measure(argv: list[str]) -> dict:
         "cpu": usage.ru_utime + usage.ru_stime,
         "rss_mb": usage.ru_maxrss / 1024,
         "stdout": stdout,
+        "stderr": stderr,
     }
 
 
-def embed_row(output: Path, backend: str, check_vectors: bool = True) -> dict:
+def embed_row(output: Path, row: str, check_vectors: bool = True) -> dict:
+    """``chunkmill embed`` of the row ``row`` (a backend, or one of ``FLAGGED``); the
+    seconds it reports, and those of its compile when it compiled (stderr)."""
+    backend, flags = FLAGGED.get(row, (row, ()))
     shutil.rmtree(output / "embeddings", ignore_errors=True)
     argv = [sys.executable, "-m", "chunkmill", "embed", "--output", str(output),
-            "--backend", backend, "--batch-size", str(BATCH), "--device", "cpu"]  # fmt: skip
+            "--backend", backend, "--batch-size", str(BATCH), "--device", "cpu",
+            *flags]  # fmt: skip
     got = measure(argv)
     if "error" not in got:
         found = re.search(r"embedded (\d+) chunks in ([\d.]+) s", got["stdout"])
         got["seconds"] = float(found[2]) if found else got["wall"]
         got["vectors"] = int(found[1]) if found else 0
+        compiled = re.search(r"compiled the model in ([\d.]+) s", got["stderr"])
+        got["compile"] = float(compiled[1]) if compiled else 0.0
         if check_vectors:
             got["stored"] = stored_vectors(output, backend)
     return got
@@ -273,6 +288,7 @@ def best(runs: list[dict]) -> dict:
     merged = dict(done[0])
     for field in ("seconds", "wall", "cpu", "rss_mb"):
         merged[field] = min(r[field] for r in done)
+    merged["after_compile"] = min(r["seconds"] - r.get("compile", 0.0) for r in done)
     merged["runs"] = len(done)
     return merged
 
@@ -297,16 +313,63 @@ def library_row(name: str, job_file: Path, side_venv: Path) -> dict:
     return got
 
 
-def warm_exports() -> None:
-    """Exports every backend's graph into the cache first: no row pays for an export."""
+def gemm_ceiling(tokens_per_call: int, repeat: int = 5) -> dict:
+    """The fp32 ceiling of the model's linear layers on this machine: each linear layer's
+    matrix product timed at its own shape (``tokens_per_call`` rows, the model's widths from
+    its config.json, ``THREADS`` threads, best of ``repeat``), and the tokens per second
+    that the layers alone allow, attention, softmax, layer norm and GELU costing nothing."""
+    import torch
+
     from chunkmill import embedding
 
-    for backend in BACKENDS[1:]:
+    config = json.loads((embedding.model_path() / "config.json").read_text())
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    layers = config["num_hidden_layers"]
+    torch.set_num_threads(THREADS)
+    # (inputs, outputs) of each linear layer of a transformer layer: query, key, value and
+    # attention output, then the feed-forward's two.
+    shapes = [(hidden, hidden)] * 4 + [(hidden, inner), (inner, hidden)]
+    seconds = 0.0
+    flops = 0
+    with torch.inference_mode():
+        for width_in, width_out in shapes:
+            x = torch.randn(tokens_per_call, width_in)
+            w = torch.randn(width_out, width_in)
+            torch.nn.functional.linear(x, w)
+            times = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                torch.nn.functional.linear(x, w)
+                times.append(time.perf_counter() - started)
+            seconds += min(times)
+            flops += 2 * tokens_per_call * width_in * width_out
+    return {
+        "gflops": flops / seconds / 1e9,
+        "tokens_per_second": tokens_per_call / (seconds * layers),
+        "tokens_per_call": tokens_per_call,
+    }
+
+
+def warm_exports(rows: list[str]) -> None:
+    """Exports the graph of each backend of ``rows`` into the cache first: no row pays for
+    an export."""
+    from chunkmill import embedding
+
+    for backend in [b for b in BACKENDS[1:] if b in rows]:
         model = embedding.describe(backend=backend)
         embedding.load_encoder(model, "cpu")
 
 
-def table(rows: list[tuple[str, dict]], tokens: int, texts: int, repeat: int = 1) -> str:
+def table(
+    rows: list[tuple[str, dict]],
+    tokens: int,
+    texts: int,
+    repeat: int = 1,
+    ceiling: dict | None = None,
+) -> str:
+    """The Markdown table: each row's rates, its ratio to ``chunkmill embed --backend
+    torch``, and, for rows on torch's fp32 forward pass, the fraction of the fp32 GEMM
+    ``ceiling`` their rate after any compile reaches."""
     torch = dict(rows).get("chunkmill embed --backend torch", {})
     reference = torch.get("stored", {})
     lines = [
@@ -314,19 +377,30 @@ def table(rows: list[tuple[str, dict]], tokens: int, texts: int, repeat: int = 1
         f"{os.cpu_count()} cores"
         + (f"; chunkmill rows best of {repeat} interleaved runs" if repeat > 1 else ""),
         "",
-        "| row | tokens/s (embedding) | vs torch | tokens/s (whole process) | CPU s | "
-        "peak RSS MB | cosine to torch mean / min |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| row | tokens/s (embedding) | vs torch | tokens/s after compile | of fp32 ceiling "
+        "| tokens/s (whole process) | CPU s | peak RSS MB | cosine to torch mean / min |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if ceiling:
+        lines.append(
+            f"| fp32 GEMM ceiling: linear layers alone at {ceiling['gflops']:.0f} GFLOP/s "
+            f"({ceiling['tokens_per_call']:,} tokens per product) | "
+            f"{ceiling['tokens_per_second']:,.0f} | | | 1.00 | | | | |"
+        )
     for name, got in rows:
         if "error" in got:
-            lines.append(f"| {name} | {got['error']} | | | | | |")
+            lines.append(f"| {name} | {got['error']} | | | | | | | |")
             continue
         ratio = f"{torch['seconds'] / got['seconds']:.2f}x" if "seconds" in torch else ""
         cosine = agreement(got["stored"], reference) if "stored" in got and reference else ""
+        steady = tokens / got.get("after_compile", got["seconds"])
+        compiled = f"{steady:,.0f}" if got.get("compile") else ""
+        fp32 = "torch" in name or "SentenceTransformer" in name or "LangChain" in name
+        share = f"{steady / ceiling['tokens_per_second']:.2f}" if ceiling and fp32 else ""
         lines.append(
-            f"| {name} | {tokens / got['seconds']:,.0f} | {ratio} | {tokens / got['wall']:,.0f} "
-            f"| {got['cpu']:.0f} | {got['rss_mb']:,.0f} | {cosine} |"
+            f"| {name} | {tokens / got['seconds']:,.0f} | {ratio} | {compiled} | {share} "
+            f"| {tokens / got['wall']:,.0f} | {got['cpu']:.0f} | {got['rss_mb']:,.0f} "
+            f"| {cosine} |"
         )
     return "\n".join(lines)
 
@@ -359,11 +433,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.embed_backends")
     parser.add_argument("--texts", type=int, default=2000, help="chunks to embed (about)")
     parser.add_argument("--set", type=Path, default=DEV_SET, help="the development set's folder")
-    parser.add_argument("--backends", nargs="*", default=list(BACKENDS))
+    parser.add_argument(
+        "--backends", nargs="*", default=list(BACKENDS), choices=ROW_NAMES, metavar="ROW"
+    )
     parser.add_argument(
         "--repeat", type=int, default=1, help="interleaved runs of each chunkmill row (best kept)"
     )
     parser.add_argument("--only-backends", action="store_true", help="leave out the library rows")
+    parser.add_argument(
+        "--library",
+        nargs="*",
+        default=list(LABELS),
+        choices=list(LABELS),
+        metavar="ROW",
+        help="the library rows to run (default: all)",
+    )
     parser.add_argument(
         "--scale-texts",
         type=int,
@@ -387,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         work = Path(tmp)
-        library = () if args.only_backends else tuple(LABELS)
+        library = () if args.only_backends else tuple(args.library)
         if args.backends or library:
             print(f"chunking the corpus ({args.texts} chunks)...", file=sys.stderr)
             output, texts = make_run(work / "main", args.texts, args.set)
@@ -412,21 +496,32 @@ def embed_table(output: Path, texts: list[str], args, library: tuple[str, ...], 
     job = {"texts": texts, "model": str(embedding.model_path()), "threads": THREADS}
     job_file.write_text(json.dumps({**job, "batch": BATCH}))
     tokens = model_tokens(texts)
+    print("the fp32 GEMM ceiling...", file=sys.stderr)
+    ceiling = gemm_ceiling(BATCH * round(tokens / len(texts)))
     print("exporting the backends (once, into the cache)...", file=sys.stderr)
-    warm_exports()
+    warm_exports(args.backends)
     rows: list[tuple[str, dict]] = []
     for name in library:
         print(f"row {name}...", file=sys.stderr)
         rows.append((LABELS[name], library_row(name, job_file, args.venv)))
     runs: dict[str, list[dict]] = {b: [] for b in args.backends}
     for round_ in range(args.repeat):
+        # The ceiling is timed again each round and its best kept, as the rows keep theirs.
+        again = gemm_ceiling(ceiling["tokens_per_call"])
+        if again["tokens_per_second"] > ceiling["tokens_per_second"]:
+            ceiling = again
         start = round_ % max(len(args.backends), 1)
         for backend in args.backends[start:] + args.backends[:start]:
             print(f"row chunkmill embed --backend {backend}...", file=sys.stderr)
             runs[backend].append(embed_row(output, backend))
     for backend in args.backends:
-        rows.append((f"chunkmill embed --backend {backend}", best(runs[backend])))
-    return table(rows, tokens, len(texts), args.repeat)
+        rows.append((row_label(backend), best(runs[backend])))
+    return table(rows, tokens, len(texts), args.repeat, ceiling)
+
+
+def row_label(row: str) -> str:
+    backend, flags = FLAGGED.get(row, (row, ()))
+    return " ".join(["chunkmill embed --backend", backend, *flags])
 
 
 if __name__ == "__main__":

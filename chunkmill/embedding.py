@@ -218,9 +218,12 @@ def load(path: Path, device: str | None = None) -> Any:
     return SentenceTransformer(str(path), device=device, local_files_only=True)
 
 
-def load_encoder(model: Model, device: str = "cpu", max_batch_tokens: int | None = None) -> Any:
+def load_encoder(
+    model: Model, device: str = "cpu", max_batch_tokens: int | None = None, compiled: bool = False
+) -> Any:
     """``model`` ready to encode with its backend on ``device`` (``cpu`` or ``cuda``): a
-    ``chunkmill.backends.Encoder``, whose ``encode`` is sentence-transformers' own."""
+    ``chunkmill.backends.Encoder``, whose ``encode`` is sentence-transformers' own; torch
+    through ``torch.compile`` when ``compiled`` (``backends.should_compile``)."""
     from chunkmill import backends
 
     try:
@@ -230,6 +233,7 @@ def load_encoder(model: Model, device: str = "cpu", max_batch_tokens: int | None
             backends.parse_backend(model.backend),
             device,
             max_batch_tokens or backends.DEFAULT_MAX_BATCH_TOKENS,
+            compiled,
         )
     except backends.BackendUnavailable as e:
         raise ModelUnavailable(str(e)) from None

@@ -319,6 +319,14 @@ def _embed(
 
     from chunkmill.transforms.embed import EmbedTexts, ReadTextsToEmbed
 
+    runs_on = backends.parse_backend(model.backend)
+    compiled = runs_on.runtime == "torch" and backends.should_compile(
+        settings.compile,
+        runs_on,
+        device,
+        todo.tokens,
+        backends.inductor_cache_dir(model.folder_key or model.key),
+    )
     options = PipelineOptions(runners.local_engine(settings.beam_args))
     with beam.Pipeline(options=options) as p:
         _ = (
@@ -333,5 +341,6 @@ def _embed(
                 settings.texts_per_file,
                 device,
                 settings.max_batch_tokens,
+                compiled,
             )
         )

@@ -36,7 +36,7 @@ class EncodeGroups(beam.DoFn):
     """``((hashes...), [texts...])`` → ``((hashes...), vectors)``: the model as its backend
     runs it (``embedding.load_encoder``), loaded once per worker process and shared by its
     threads, encodes a group in length-sorted batches of at most ``batch_size`` texts and
-    ``max_batch_tokens`` padded tokens."""
+    ``max_batch_tokens`` padded tokens; torch compiled when ``compiled``."""
 
     def __init__(
         self,
@@ -44,19 +44,23 @@ class EncodeGroups(beam.DoFn):
         batch_size: int = 64,
         device: str = "cpu",
         max_batch_tokens: int | None = None,
+        compiled: bool = False,
     ) -> None:
         self._model = model
         self._batch_size = batch_size
         self._device = device
         self._max_batch_tokens = max_batch_tokens
+        self._compiled = compiled
         self._shared = shared.Shared()
         self._encoder: Any = None
 
     def _load(self) -> Any:
-        return embedding.load_encoder(self._model, self._device, self._max_batch_tokens)
+        return embedding.load_encoder(
+            self._model, self._device, self._max_batch_tokens, self._compiled
+        )
 
     def setup(self) -> None:
-        tag = f"{self._model.key}/{self._device}/{self._max_batch_tokens}"
+        tag = f"{self._model.key}/{self._device}/{self._max_batch_tokens}/{self._compiled}"
         self._encoder = self._shared.acquire(self._load, tag=tag)
 
     def process(
@@ -129,8 +133,8 @@ class _WriteGroup(beam.DoFn):
 class EmbedTexts(beam.PTransform):
     """``(chunk_hash, text)`` pairs of the hashes of ``hashes`` (a hash may come more than
     once) → their vectors in the store of ``model`` under ``output``, committed a file per
-    group of ``texts_per_file`` as they are made; returns one element: how many hashes it
-    stored."""
+    group of ``texts_per_file`` as they are made, by torch compiled when ``compiled``;
+    returns one element: how many hashes it stored."""
 
     def __init__(
         self,
@@ -141,12 +145,13 @@ class EmbedTexts(beam.PTransform):
         texts_per_file: int,
         device: str = "cpu",
         max_batch_tokens: int | None = None,
+        compiled: bool = False,
     ) -> None:
         super().__init__()
         self._output = output
         self._model = model
         self._groups = Groups(hashes, texts_per_file)
-        self._encode = EncodeGroups(model, batch_size, device, max_batch_tokens)
+        self._encode = EncodeGroups(model, batch_size, device, max_batch_tokens, compiled)
 
     def expand(self, texts: beam.PCollection) -> beam.PCollection:
         groups = self._groups

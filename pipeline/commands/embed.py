@@ -31,6 +31,7 @@ class EmbedSettings:
     backend: str = backends.DEFAULT_BACKEND
     device: str = "auto"
     max_batch_tokens: int = backends.DEFAULT_MAX_BATCH_TOKENS
+    compile: str = "auto"
 
 
 def build_parser() -> Parser:
@@ -54,6 +55,13 @@ def build_parser() -> Parser:
         "--device",
         default="auto",
         help="cpu, cuda, or auto (default: cuda when torch sees a GPU, else cpu)",
+    )
+    parser.add_argument(
+        "--compile",
+        default="auto",
+        help="auto (default), on or off: run torch on the CPU through torch.compile, the same "
+        "vectors faster after a compile of about half a minute; auto compiles when the "
+        "embed's tokens repay it (docs/embedding-backends.md)",
     )
     parser.add_argument(
         "--batch-size", type=int, default=64, help="most texts per model call (default: 64)"
@@ -92,6 +100,10 @@ def parse(argv: Sequence[str]) -> EmbedSettings:
         backends.parse_backend(args.backend)
         if args.device not in backends.DEVICES:
             backends.pick_device(args.device)  # refuses in one line
+        if args.compile not in backends.COMPILE_MODES:
+            raise backends.BackendUnavailable(
+                f"--compile {args.compile}: choose one of {', '.join(backends.COMPILE_MODES)}"
+            )
     except backends.BackendUnavailable as e:
         raise UsageError(str(e)) from None
     output = absolute(args.output).rstrip("/") or "/"
@@ -106,6 +118,7 @@ def parse(argv: Sequence[str]) -> EmbedSettings:
         args.backend,
         args.device,
         args.max_batch_tokens,
+        args.compile,
     )
 
 

@@ -143,3 +143,98 @@ def test_a_cache_that_cannot_be_written_still_compiles(tmp_path, monkeypatch):
     cache.write_text("a file where the cache folder goes")
     encoder = embedding.load_encoder(model)
     assert encoder.encode(["text"]).shape == (1, model.dimension)
+
+
+def test_auto_compiles_torch_on_the_cpu_when_the_tokens_repay_the_compile(tmp_path):
+    torch_, onnx = backends.parse_backend("torch"), backends.parse_backend("onnx")
+    cold, warm = backends.compile_break_even(False), backends.compile_break_even(True)
+    assert 0 < warm < cold
+    saved = 1 / backends.EAGER_TOKENS_PER_SECOND * (1 - 1 / backends.COMPILED_SPEEDUP)
+    assert cold == pytest.approx(backends.COMPILE_SECONDS_COLD / saved, rel=1e-6)
+    empty = tmp_path / "never-compiled"
+    assert not backends.should_compile("auto", torch_, "cpu", cold - 1, empty)
+    assert backends.should_compile("auto", torch_, "cpu", cold, empty)
+    built = tmp_path / "compiled-before"
+    built.mkdir()
+    (built / "a-build.so").write_bytes(b"")
+    assert backends.should_compile("auto", torch_, "cpu", warm, built)
+    assert not backends.should_compile("auto", torch_, "cpu", warm - 1, built)
+    assert backends.should_compile("on", torch_, "cpu", 0, empty)
+    assert not backends.should_compile("off", torch_, "cpu", 10 * cold, built)
+    assert not backends.should_compile("on", torch_, "cuda", 10 * cold, built)
+    assert not backends.should_compile("on", onnx, "cpu", 10 * cold, built)
+    with pytest.raises(backends.BackendUnavailable, match="--compile fast"):
+        backends.should_compile("fast", torch_, "cpu", 0, empty)
+
+
+def test_a_compile_that_fails_leaves_torch_eager_in_one_line(tmp_path, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))
+
+    def no_compiler(_module, **_options):
+        def run(*_tensors):
+            raise RuntimeError("C++ compile error: g++ not found\n(the compiler's output)")
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    texts = ["a short one", "a longer sentence about embedding chunks of text"]
+    encoder = backends.TorchEncoder(embedding.model_path(), "cpu", tmp_path / "compiled")
+    assert encoder.compiled is None
+    said = [line for line in capsys.readouterr().err.splitlines() if "chunkmill" in line]
+    assert said == [
+        "chunkmill: torch.compile failed (C++ compile error: g++ not found); embedding eager"
+    ]
+    eager = backends.TorchEncoder(embedding.model_path(), "cpu")
+    assert np.array_equal(encoder.encode(texts), eager.encode(texts))
+
+
+# What docs/embedding-backends.md states for compiled torch against eager torch.
+COMPILED_MAX_ABS = 1e-6
+COMPILED_MIN_COSINE = 0.99999
+
+
+@pytest.mark.slow  # runs inductor's compiler twice (about a minute each on 2 cores)
+def test_compiled_torch_gives_eager_vectors_and_a_second_process_uses_the_cache(
+    tmp_path, monkeypatch
+):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("CHUNKMILL_CACHE", str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    sample = Path(__file__).parents[2] / "pipeline" / "sample_corpus"
+    paragraphs = [p for f in sorted(sample.rglob("*.md")) for p in f.read_text().split("\n\n")]
+    texts = [p for p in paragraphs if p.strip()][:150] + ["one", "x"]
+    model = embedding.describe()
+    eager = embedding.load_encoder(model).encode(texts)
+    compiled = embedding.load_encoder(model, compiled=True)
+    assert compiled.compiled is not None
+    got = compiled.encode(texts)
+    cosine = (got * eager).sum(axis=1) / np.linalg.norm(got, axis=1) / np.linalg.norm(eager, axis=1)
+    assert np.abs(got - eager).max() < COMPILED_MAX_ABS and cosine.min() > COMPILED_MIN_COSINE
+    cache = backends.inductor_cache_dir(model.folder_key)
+    assert cache.is_relative_to(tmp_path) and backends.compile_cache_warm(cache)
+    assert not list((tmp_path / "elsewhere").rglob("*.so"))  # loading the model makes it, empty
+    builds = {p: p.stat().st_mtime_ns for p in cache.rglob("*.so")}
+    assert builds  # the C++ builds are kept in the model's folder
+    script = (
+        "import sys, numpy as np\n"
+        "from chunkmill import embedding\n"
+        "encoder = embedding.load_encoder(embedding.describe(), compiled=True)\n"
+        "assert encoder.compiled is not None\n"
+        "np.save(sys.argv[1], encoder.encode(sys.argv[2:]))\n"
+    )
+    second = tmp_path / "second.npy"
+    subprocess.run([sys.executable, "-c", script, str(second), *texts[:20]], check=True)
+    assert {p: p.stat().st_mtime_ns for p in cache.rglob("*.so")} == builds  # none rebuilt
+    assert np.abs(np.load(second) - eager[:20]).max() < COMPILED_MAX_ABS
+
+
+def test_a_wrong_compile_mode_is_one_line_naming_the_flag(tmp_path, capsys):
+    from chunkmill.pipeline.cli import main
+
+    assert main(["embed", "--output", str(tmp_path), "--compile", "fast"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compile fast" in err
