@@ -1,6 +1,6 @@
 """What a night spends on each part of the prior manifest, in this process: ``SummariseParts``
-(the part's summaries and hash counts) and ``ApplyVerdicts`` (the part read whole and its rows
-kept or removed), CPU time, best of ``--repeat``.
+(the part's summaries and hash counts) and ``ApplyVerdicts`` (the part read whole, its rows
+kept or removed and written to files), CPU time, best of ``--repeat``.
 
     python -m benchmarks.prior_parts RUN/manifest/part-00000-of-00001.parquet [--edited 0.01]
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,9 +42,15 @@ def part_costs(part: PriorPart, edited: float, repeat: int) -> tuple[int, float,
     kept = prior.to_ipc(pa.RecordBatch.from_arrays([docs.slice(n_edited)], schema=prior.KEPT_DOCS))
     verdicts = [(d, REMOVE, None, ()) for d in docs.slice(0, n_edited).to_pylist()]
     summarise = best_ms(lambda: list(prior.SummariseParts().process(part)), repeat)
-    apply = best_ms(
-        lambda: list(prior.ApplyVerdicts().process((part.key, [kept, verdicts]))), repeat
-    )
+    with tempfile.TemporaryDirectory(prefix="prior-parts-") as temp:
+
+        def apply_once() -> list[Any]:
+            # As a bundle: the rows are written to files of ``temp`` and named at its end.
+            step = prior.ApplyVerdicts(temp)
+            step.start_bundle()
+            return [*step.process((part.key, [kept, verdicts])), *step.finish_bundle()]
+
+        apply = best_ms(apply_once, repeat)
     return prior.read_part(part, ["doc_id"]).num_rows, summarise, apply
 
 

@@ -143,7 +143,9 @@ def test_merging_only_joins_neighbours_of_the_unmerged_chunks(strategy, params, 
     """Each merged chunk spans a run of the strategy's own chunks, from the first one's start
     to the last one's end; a section chunk joins only its own section, or follows a whole
     section of which it is a subsection."""
-    plain = make_chunker(strategy, **params).split(text)
+    # The chunks before merging, as the fitted chunker makes them: the strategy's own, split
+    # on the text with its structure kept whole (a list or fence masked) and cut to fit.
+    plain = fitted(strategy, params, min_chunk_tokens=0).split(text)
     spans = fitted(strategy, params, min_chunk_tokens=8).split(text)
     starts = {s.start: k for k, s in enumerate(plain)}
     ends = {s.end: k for k, s in enumerate(plain)}
