@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 HASH_BYTES = 32  # chunk_hash: SHA-256
 ID_BYTES = 16  # chunk_id: the first 32 hex characters of a SHA-256
@@ -31,6 +32,33 @@ def from_hex(column: pa.Array | pa.ChunkedArray, width: int) -> pa.FixedSizeBina
         raise ValueError("a hex column to decode holds a null")
     if n == 0:
         return pa.array([], pa.binary(width))
+    nibbles = _nibbles(strings, width)
+    packed = (nibbles[0::2] << 4) | nibbles[1::2]
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())]
+    )
+
+
+def is_hex(column: pa.Array | pa.ChunkedArray, width: int) -> bool:
+    """Whether every non-null value of ``column`` (a string column; False for any other
+    type) is ``2 * width`` lowercase hex characters: what ``from_hex`` accepts."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return False
+    strings = _plain(pc.drop_null(column)).cast(pa.string())
+    if len(strings) == 0:
+        return True
+    try:
+        _nibbles(strings, width)
+    except ValueError:
+        return False
+    return True
+
+
+def _nibbles(strings: pa.StringArray, width: int) -> np.ndarray:
+    """The value of each hex digit of ``strings`` (no nulls, at least one value), read off
+    the array's offsets and bytes; ``ValueError`` unless every value is ``2 * width``
+    lowercase hex characters."""
+    n = len(strings)
     _, offsets_buffer, data = strings.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, strings.offset * 4)
     if not (np.diff(offsets) == 2 * width).all():
@@ -38,10 +66,7 @@ def from_hex(column: pa.Array | pa.ChunkedArray, width: int) -> pa.FixedSizeBina
     nibbles = _NIBBLE[np.frombuffer(data, np.uint8, 2 * width * n, int(offsets[0]))]
     if (nibbles == _NOT_HEX).any():
         raise ValueError("a value to decode is not lowercase hex")
-    packed = (nibbles[0::2] << 4) | nibbles[1::2]
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())]
-    )
+    return nibbles
 
 
 def to_hex(column: pa.Array | pa.ChunkedArray) -> pa.StringArray:

@@ -179,7 +179,7 @@ def invalid_rows(table: pa.Table) -> str | None:
             row = pc.index(pc.is_null(column), True).as_py()
             return f"{name} is null in row {row}"
         chars = _HEX_CHARS.get(name)
-        if chars is None or _all_hex(column, chars):
+        if chars is None or digests.is_hex(column, chars // 2):
             continue
         ok = pc.fill_null(pc.match_substring_regex(column, f"^[0-9a-f]{{{chars}}}$"), True)
         if not pc.all(ok).as_py():
@@ -188,32 +188,6 @@ def invalid_rows(table: pa.Table) -> str | None:
             shown = value if len(value) <= 80 else value[:77] + "..."
             return f"{name} {shown!r} in row {row} is not {chars} lowercase hex characters"
     return None
-
-
-_ZERO, _A = np.uint8(ord("0")), np.uint8(ord("a"))
-
-
-def _all_hex(column: pa.ChunkedArray | pa.Array, chars: int) -> bool:
-    """Whether every non-null value of ``column`` is ``chars`` lowercase hex characters,
-    read off the column's offsets and bytes in two array passes, not a regex per value
-    (``False`` for a column it cannot read so, which ``invalid_rows`` then matches value by
-    value)."""
-    values = pc.drop_null(column)
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if values.type != pa.string():
-        return False
-    if len(values) == 0:
-        return True
-    _, offset_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    if not bool((np.diff(offsets) == chars).all()) or data_buffer is None:
-        return False
-    data = np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
-    # Bytes wrap below zero: data - 48 <= 9 only for "0".."9", data - 97 <= 5 for "a".."f".
-    return bool((((data - _ZERO) <= 9) | ((data - _A) <= 5)).all())
 
 
 def summary_table(table: pa.Table, part: str) -> pa.Table:
