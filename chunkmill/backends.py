@@ -430,13 +430,18 @@ def compile_break_even(warm: bool) -> int:
     return int(seconds / saved)
 
 
+def check_compile_mode(mode: str) -> None:
+    """``BackendUnavailable``, naming the flag, unless ``mode`` is one of ``COMPILE_MODES``."""
+    if mode not in COMPILE_MODES:
+        raise BackendUnavailable(f"--compile {mode}: choose one of {', '.join(COMPILE_MODES)}")
+
+
 def should_compile(mode: str, backend: Backend, device: str, tokens: int, cache: Path) -> bool:
     """Whether ``backend`` on ``device`` runs compiled (``TorchEncoder``): ``on`` and ``off``
     as said; ``auto`` when the embed's ``tokens`` repay the compile, its cost the smaller
     when ``cache`` holds a former compile's builds (``compile_break_even``). Only torch on
     the CPU compiles."""
-    if mode not in COMPILE_MODES:
-        raise BackendUnavailable(f"--compile {mode}: choose one of {', '.join(COMPILE_MODES)}")
+    check_compile_mode(mode)
     if backend.runtime != "torch" or device != "cpu" or mode == "off":
         return False
     return mode == "on" or tokens >= compile_break_even(compile_cache_warm(cache))

@@ -100,10 +100,7 @@ def parse(argv: Sequence[str]) -> EmbedSettings:
         backends.parse_backend(args.backend)
         if args.device not in backends.DEVICES:
             backends.pick_device(args.device)  # refuses in one line
-        if args.compile not in backends.COMPILE_MODES:
-            raise backends.BackendUnavailable(
-                f"--compile {args.compile}: choose one of {', '.join(backends.COMPILE_MODES)}"
-            )
+        backends.check_compile_mode(args.compile)
     except backends.BackendUnavailable as e:
         raise UsageError(str(e)) from None
     output = absolute(args.output).rstrip("/") or "/"
