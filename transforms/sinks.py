@@ -21,7 +21,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
-from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
+from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES, TableGatherer
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
 
@@ -86,42 +86,34 @@ class TableFiles:
         self._temp = temp
         self._group_bytes = row_group_bytes
         self._files: dict[str, TableFile] = {}
-        self._held: dict[str, list[pa.Table]] = {}
-        self._bytes: dict[str, int] = {}
+        self._gathered: dict[str, TableGatherer] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
         """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
         if not table.num_rows:
             return
-        size = table.get_total_buffer_size()
-        if self._held.get(name) and self._bytes[name] + size > self._group_bytes:
-            self._flush(name)
-        self._held.setdefault(name, []).append(table)
-        self._bytes[name] = self._bytes.get(name, 0) + size
-        if self._bytes[name] >= self._group_bytes:
-            self._flush(name)
+        gathered = self._gathered.setdefault(name, TableGatherer(self._group_bytes))
+        for ready in gathered.add(table):
+            self._file(name).write(ready)
 
     def close(self) -> list[tuple[str, str]]:
         """Writes what is held, closes every file; returns ``(table, path)`` of each."""
-        for name in list(self._held):
-            self._flush(name)
+        for name, gathered in self._gathered.items():
+            if gathered:
+                self._file(name).write(gathered.take())
+        self._gathered = {}
         written = [(name, file.path) for name, file in self._files.items()]
         for file in self._files.values():
             file.close()
         self._files = {}
         return written
 
-    def _flush(self, name: str) -> None:
-        held = self._held.pop(name, [])
-        self._bytes[name] = 0
-        if not held:
-            return
+    def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
         if file is None:
             file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
             self._files[name] = file
-        # One chunk per column: the Parquet writer is far slower on many small chunks.
-        file.write(pa.concat_tables(held).combine_chunks())
+        return file
 
 
 class _WriteTableFiles(beam.DoFn):
