@@ -272,10 +272,9 @@ def bucket_runs(
     column: pa.Array | pa.ChunkedArray,
 ) -> tuple[pa.Array, list[tuple[str, int, int]]]:
     """The rows of ``column`` (hex ids or hashes, or hashes as bytes) by bucket: the row
-    order that puts each
-    bucket's rows together, each bucket's rows in their order in ``column`` (a stable sort),
-    and ``(bucket, start, count)`` for each run in that order. ``by_bucket`` cuts by it, and
-    the hash join finds a staged file's rows of a bucket by it."""
+    order that puts each bucket's rows together, each bucket's rows in their order in
+    ``column`` (a stable sort), and ``(bucket, start, count)`` for each run in that order.
+    ``by_bucket`` cuts by it, and the hash join finds a staged file's rows of a bucket by it."""
     if pa.types.is_fixed_size_binary(column.type):
         buckets = pc.binary_slice(column, 0, BUCKET_CHARS // 2)  # the bytes of the hex prefix
     else:
@@ -489,9 +488,8 @@ class ApplyVerdicts(beam.DoFn):
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
     """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
-    rows)), "hashes":
-    (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read with
-    ``read(part, columns)``."""
+    rows)), "hashes": (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read
+    with ``read(part, columns)``."""
 
     def __init__(self, read: ReadPart = read_part) -> None:
         super().__init__()
