@@ -78,8 +78,14 @@ def edit_one_percent(path: Path) -> int:
     """Appends a paragraph to every hundredth document; returns how many were edited."""
     edited = sorted(path.rglob("*.md"))[::100]
     for i, doc in enumerate(edited):
-        with open(doc, "a", encoding="utf-8") as f:
-            f.write(f"\n\nA paragraph added by edit {i}, so this document changes.\n")
+        # Written beside and renamed over: a new file, so a hard-linked copy of the corpus
+        # (``benchmarks.scale --keep``) keeps the document as it was.
+        text = (
+            doc.read_bytes()
+            + f"\n\nA paragraph added by edit {i}, so this document changes.\n".encode()
+        )
+        doc.with_name(doc.name + ".edit").write_bytes(text)
+        doc.with_name(doc.name + ".edit").replace(doc)
     return len(edited)
 
 
