@@ -10,7 +10,7 @@ byte of flags per occurrence comes back; the occurrences' text waits in staged f
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -22,8 +22,10 @@ from chunkmill import schema
 from chunkmill.transforms import digests, prior, staging
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
-# Tags of the values grouped by hash bucket in the hash join.
-CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
+# Tags of the values grouped by hash bucket in the hash join: this run's occurrences, and
+# what the prior gives tagged (``prior``).
+CURRENT = 0
+_PRIOR, _GONE, _PERSISTING = prior.HASHES_TAG, prior.GONE_TAG, prior.PERSISTING_TAG
 
 # Tags of the outputs of the two steps.
 _RETIRED = "retired"
@@ -88,21 +90,14 @@ def _value_bytes(values: pa.FixedSizeBinaryArray) -> bytes:
     return values.buffers()[1].to_pybytes()[start : start + len(values) * width]
 
 
-def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
-    def tag_it(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
-        bucket, payload = element
-        return bucket, (tag, payload)
-
-    return tag_it
-
-
 class _MarkNew(PerBundle):
     """Joins this run's chunk occurrences with the prior state, a hash bucket at a time, in
     Arrow, into the run's delta: which hashes are new, which occurrences were added, which
     hashes are gone from the current state.
 
     A bucket holds the hashes and ids of this run's occurrences (of the documents chunked
-    this run, in staged files), the prior rows' hash counts, the hash counts of the rows this
+    this run, in staged files), where the prior rows' hash counts lie (read from their file
+    only for a bucket with occurrences or removed rows), the hash counts of the rows this
     run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
     still current (``_PERSISTING``). Every occurrence is decided (a byte of flags, ``IS_NEW``,
     ``ADDED``, ``CHOSEN``, per occurrence in the order of its message: ``(staged path,
@@ -125,14 +120,15 @@ class _MarkNew(PerBundle):
             return
         paths = [path for path, _ in parts[CURRENT]]
         batches = [read_staged_ids(message) for _, message in parts[CURRENT]]
+        prior_counts = [prior.read_message(ref) for ref in parts[_PRIOR]]
         if parts[_GONE]:
-            yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
+            yield from self._retired(batches, prior_counts, parts[_GONE])
         if not batches:
             return
         ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
         first = _first_ids(ids)
         # Membership needs no sum: a hash in several prior messages is in the prior once.
-        seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
+        seen = _ipc_table(prior_counts, prior.HASH_COUNTS)["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
         persisting_ids = _ipc_table(parts[_PERSISTING], prior.IDS)["chunk_id"]
         persisting = digests.from_hex(persisting_ids, digests.ID_BYTES)
@@ -284,21 +280,17 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 class MarkNew(beam.PTransform):
     """``{"occurrences": (bucket, (CURRENT, (staged path, message of STAGED_IDS)))}`` (what
-    ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (the prior
-    rows' hash counts), ``"gone"`` (those of the rows this run removes) and ``"persisting"``
-    (ids of re-chunked documents' prior rows still current), each ``(bucket, IPC message)``
-    → ``{"decided": (staged path, (bucket, flags)), "retired": retired/ tables, "counts":
-    (name, n)}``, a hash bucket at a time (``_MarkNew``)."""
+    ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (where the
+    prior rows' hash counts lie: ``(bucket, (prior.HASHES_TAG, prior.MessageRef))``),
+    ``"gone"`` (the hash counts of the rows this run removes, ``(bucket, (prior.GONE_TAG,
+    IPC message))``) and ``"persisting"`` (ids of re-chunked documents' prior rows still
+    current, ``(bucket, (prior.PERSISTING_TAG, IPC message))``), each tagged by the step
+    that makes it (``prior``) → ``{"decided": (staged path, (bucket, flags)), "retired":
+    retired/ tables, "counts": (name, n)}``, a hash bucket at a time (``_MarkNew``)."""
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        by_bucket = [inputs["occurrences"]]
-        for name, label, tag in (
-            ("prior_hashes", "TagPriorHashes", _PRIOR),
-            ("gone", "TagRemovedHashes", _GONE),
-            ("persisting", "TagPersistingIds", _PERSISTING),
-        ):
-            if name in inputs:
-                by_bucket.append(inputs[name] | label >> beam.Map(_tagged(tag)))
+        names = ("occurrences", "prior_hashes", "gone", "persisting")
+        by_bucket = [inputs[name] for name in names if name in inputs]
         marked = (
             tuple(by_bucket)
             | "FlattenByBucket" >> beam.Flatten()

@@ -20,8 +20,9 @@ KNOWN, NEW, GONE = "1" * 64, "2" * 64, "3" * 64  # a prior hash, a new one, a re
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 
 
-def _messages(table: pa.Table) -> list[tuple[str, bytes]]:
-    return prior.by_bucket(table)
+def _messages(table: pa.Table, tag: int) -> list[tuple[str, tuple[int, bytes]]]:
+    """``table`` by hash bucket, tagged as the step that makes it gives it."""
+    return [(bucket, (tag, message)) for bucket, message in prior.by_bucket(table)]
 
 
 def _decisions(element):
@@ -41,7 +42,7 @@ def _flags_for(message: bytes, decide) -> bytes:
     return bytes(decide(chunk_id.hex()) for chunk_id in sent)
 
 
-def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
+def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none(tmp_path):
     # Sent as a staged file's rows are: hashes and ids as bytes, by bucket, in row order.
     current = pa.table({"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]})
     counts = prior.hash_counts(pa.table({"chunk_hash": [KNOWN, GONE]}))
@@ -57,9 +58,18 @@ def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
                     for b, m in hash_join.staged_ids(current)
                 ]
             ),
-            "prior_hashes": p | "Prior" >> beam.Create(_messages(counts)),
-            "gone": p | "Gone" >> beam.Create(_messages(gone)),
-            "persisting": p | "Persisting" >> beam.Create(_messages(persisting)),
+            # The prior's hash counts cross as the place of their message in a file.
+            "prior_hashes": p
+            | "Prior"
+            >> beam.Create(
+                [
+                    (bucket, (prior.HASHES_TAG, ref))
+                    for bucket, ref in prior.write_by_bucket(str(tmp_path), prior.by_bucket(counts))
+                ]
+            ),
+            "gone": p | "Gone" >> beam.Create(_messages(gone, prior.GONE_TAG)),
+            "persisting": p
+            | "Persisting" >> beam.Create(_messages(persisting, prior.PERSISTING_TAG)),
         } | MarkNew()
         assert_that(
             out["decided"] | beam.FlatMap(_decisions),
