@@ -328,19 +328,39 @@ def write_by_bucket(
 
 
 def read_message(ref: MessageRef) -> bytes:
-    """The message of ``write_by_bucket`` that ``ref`` places; ``RuntimeError`` naming the
-    file if its bytes are not those written (a worker's disk or an object store can corrupt
-    a file as well as a table)."""
-    path, offset, length, crc = ref
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.seek(offset)
-        message = f.read(length)
-    if len(message) != length or zlib.crc32(message) != crc:
-        raise RuntimeError(
-            f"prior hash counts in {path} at byte {offset} are not those written "
-            f"({len(message)} of {length} bytes read, checksum mismatch or truncated file)"
-        )
+    """The message of ``write_by_bucket`` that ``ref`` places (``read_messages``)."""
+    (message,) = read_messages([ref])
     return message
+
+
+def read_messages(refs: Sequence[MessageRef]) -> list[bytes]:
+    """The messages of ``write_by_bucket`` that ``refs`` place, in their order: one read of
+    each file, from the first message placed in it to the end of the last (on an object
+    store a read costs tens of milliseconds, whatever its size; a file holds one part's
+    buckets, which a night needs nearly all of). ``RuntimeError`` naming the file if a
+    message's bytes are not those written (a worker's disk or an object store can corrupt a
+    file as well as a table)."""
+    by_path: dict[str, list[MessageRef]] = {}
+    for ref in refs:
+        by_path.setdefault(ref[0], []).append(ref)
+    found: dict[MessageRef, bytes] = {}
+    for path, placed in by_path.items():
+        start = min(offset for _, offset, _, _ in placed)
+        end = max(offset + length for _, offset, length, _ in placed)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.seek(start)
+            span = f.read(end - start)
+        for ref in placed:
+            _, offset, length, crc = ref
+            message = span[offset - start : offset - start + length]
+            if len(message) != length or zlib.crc32(message) != crc:
+                raise RuntimeError(
+                    f"prior hash counts in {path} at byte {offset} are not those written "
+                    f"({len(message)} of {length} bytes read, checksum mismatch or truncated "
+                    "file)"
+                )
+            found[ref] = message
+    return [found[ref] for ref in refs]
 
 
 def hash_counts(table: pa.Table) -> pa.Table:

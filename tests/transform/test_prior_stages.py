@@ -268,6 +268,9 @@ def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_al
     # One file for every bucket, each message read back by its place alone.
     assert len({ref[0] for _, ref in refs}) == 1
     assert [(b, prior.read_message(ref)) for b, ref in refs] == messages
+    # Several at once, in the order asked for, with one read of the file.
+    backwards = [ref for _, ref in refs][::-2]
+    assert prior.read_messages(backwards) == [m for _, m in messages][::-2]
     path, offset, length, _ = refs[3][1]
     with open(path, "r+b") as f:
         f.seek(offset + length - 1)
@@ -276,4 +279,6 @@ def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_al
         f.write(bytes([last[0] ^ 1]))
     with pytest.raises(RuntimeError, match="are not those written"):
         prior.read_message(refs[3][1])
+    with pytest.raises(RuntimeError, match="are not those written"):
+        prior.read_messages([refs[2][1], refs[3][1]])
     assert prior.read_message(refs[2][1]) == messages[2][1]
