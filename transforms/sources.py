@@ -169,8 +169,9 @@ def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
 class ReadPriorErrors(beam.PTransform):
     """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
     read from ``paths`` (its errors files; none on a first run, or when every failure is to
-    be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
-    a failed document not worth trying again is not read (``carryover.is_known_failure``)."""
+    be tried again), spread by grouping on each path. Joined with the listing by doc_id like
+    the prior manifest's summaries: a failed document not worth trying again is not read
+    (``carryover.is_known_failure``)."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         super().__init__()
@@ -181,7 +182,18 @@ class ReadPriorErrors(beam.PTransform):
             return pbegin | "NoPriorErrors" >> beam.Create([])
         return (
             pbegin
-            | "ErrorFiles" >> beam.Create(self._paths, reshuffle=False)
-            | "SpreadErrorFiles" >> beam.Reshuffle()
-            | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
+            | "Start" >> beam.Impulse()
+            | "ErrorFiles" >> beam.FlatMap(_path_keys, paths=self._paths)
+            | "SpreadErrorFiles" >> beam.GroupByKey()
+            | "ReadErrorFiles" >> beam.FlatMap(_read_prior_errors)
         )
+
+
+def _path_keys(_: bytes, paths: Sequence[str]) -> Iterator[tuple[str, None]]:
+    """Each of ``paths`` as a key: the grouping spreads them as a ``Reshuffle`` would."""
+    for path in paths:
+        yield path, None
+
+
+def _read_prior_errors(grouped: tuple[str, Iterable[None]]) -> Iterator[tuple[str, PriorError]]:
+    return prior_errors(grouped[0])
