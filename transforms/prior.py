@@ -69,6 +69,8 @@ BUCKETS_PREFIX = "prior-hashes-"
 
 # Where a message lies in a file of ``write_by_bucket``: path, offset, length, CRC-32.
 MessageRef = tuple[str, int, int, int]
+# Messages of one file closer than this are read in one read (``read_messages``).
+READ_GAP_BYTES = 1024 * 1024
 
 ReadPart = Callable[[PriorPart, Sequence[str]], pa.Table]
 
@@ -334,10 +336,10 @@ def read_message(ref: MessageRef) -> bytes:
 
 
 def read_messages(refs: Sequence[MessageRef]) -> list[bytes]:
-    """The messages of ``write_by_bucket`` that ``refs`` place, in their order: one read of
-    each file, from the first message placed in it to the end of the last (on an object
-    store a read costs tens of milliseconds, whatever its size; a file holds one part's
-    buckets, which a night needs nearly all of). ``RuntimeError`` naming the file if a
+    """The messages of ``write_by_bucket`` that ``refs`` place, in their order: each file
+    opened once, and messages less than ``READ_GAP_BYTES`` apart in it read in one read (on
+    an object store a read costs tens of milliseconds, about what a MiB takes to arrive; a
+    night needs nearly every bucket of a part's file). ``RuntimeError`` naming the file if a
     message's bytes are not those written (a worker's disk or an object store can corrupt a
     file as well as a table)."""
     by_path: dict[str, list[MessageRef]] = {}
@@ -345,22 +347,35 @@ def read_messages(refs: Sequence[MessageRef]) -> list[bytes]:
         by_path.setdefault(ref[0], []).append(ref)
     found: dict[MessageRef, bytes] = {}
     for path, placed in by_path.items():
-        start = min(offset for _, offset, _, _ in placed)
-        end = max(offset + length for _, offset, length, _ in placed)
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.seek(start)
-            span = f.read(end - start)
+        placed.sort(key=lambda ref: ref[1])
+        runs: list[list[MessageRef]] = []
         for ref in placed:
-            _, offset, length, crc = ref
-            message = span[offset - start : offset - start + length]
-            if len(message) != length or zlib.crc32(message) != crc:
-                raise RuntimeError(
-                    f"prior hash counts in {path} at byte {offset} are not those written "
-                    f"({len(message)} of {length} bytes read, checksum mismatch or truncated "
-                    "file)"
-                )
-            found[ref] = message
+            if runs and ref[1] - _end(runs[-1][-1]) < READ_GAP_BYTES:
+                runs[-1].append(ref)
+            else:
+                runs.append([ref])
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for run in runs:
+                start = run[0][1]
+                f.seek(start)
+                span = f.read(max(_end(ref) for ref in run) - start)
+                for ref in run:
+                    found[ref] = _checked(span[ref[1] - start : _end(ref) - start], ref)
     return [found[ref] for ref in refs]
+
+
+def _end(ref: MessageRef) -> int:
+    return ref[1] + ref[2]
+
+
+def _checked(message: bytes, ref: MessageRef) -> bytes:
+    path, offset, length, crc = ref
+    if len(message) != length or zlib.crc32(message) != crc:
+        raise RuntimeError(
+            f"prior hash counts in {path} at byte {offset} are not those written "
+            f"({len(message)} of {length} bytes read, checksum mismatch or truncated file)"
+        )
+    return message
 
 
 def hash_counts(table: pa.Table) -> pa.Table:

@@ -261,14 +261,18 @@ def test_a_night_of_many_parts_publishes_each_kept_row_once(tmp_path, repeat):
     assert len(parts) > 10 and not (tmp_path / "s").exists()
 
 
-def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_all(tmp_path):
+@pytest.mark.parametrize("gap", [prior.READ_GAP_BYTES, 0])  # one read, or one a message
+def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_all(
+    tmp_path, monkeypatch, gap
+):
+    monkeypatch.setattr(prior, "READ_GAP_BYTES", gap)
     hashes = [f"{i:02x}" * 32 for i in range(0, 256, 17)]
     messages = prior.by_bucket(prior.hash_counts(pa.table({"chunk_hash": hashes + hashes[:3]})))
     refs = prior.write_by_bucket(str(tmp_path), messages)
     # One file for every bucket, each message read back by its place alone.
     assert len({ref[0] for _, ref in refs}) == 1
     assert [(b, prior.read_message(ref)) for b, ref in refs] == messages
-    # Several at once, in the order asked for, with one read of the file.
+    # Several at once, in the order asked for.
     backwards = [ref for _, ref in refs][::-2]
     assert prior.read_messages(backwards) == [m for _, m in messages][::-2]
     path, offset, length, _ = refs[3][1]
