@@ -72,7 +72,8 @@ class ChunkCorpus(beam.PTransform):
     The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
     cluster a folder every worker reaches, such as the run's own temporary folder; default: a
     local temporary folder) while only their hashes and ids cross the hash join; the prior's
-    kept and removed rows are written there too.
+    kept and removed rows are written there too, and its hash counts by bucket, of which
+    only the place crosses the join.
     """
 
     def __init__(
@@ -93,13 +94,15 @@ class ChunkCorpus(beam.PTransform):
         parts = inputs.get("prior")  # None: a first run, with nothing to diff against
         listing = inputs["files"] | "SplitListing" >> SplitListing()
         to_plan = {"listed": listing["listed"], "list_errors": listing["list_errors"]}
+        staged_folder = self._staged_folder or staging.local_folder()
         if parts is not None:
-            summarised = parts | "SummarisePrior" >> prior.SummarisePrior(self._read_prior)
+            summarised = parts | "SummarisePrior" >> prior.SummarisePrior(
+                self._read_prior, staged_folder
+            )
             to_plan["summaries"] = summarised["summaries"]
         if "prior_errors" in inputs:
             to_plan["prior_errors"] = inputs["prior_errors"]
         planned = to_plan | "PlanDocs" >> PlanDocs(self._config.fingerprint)
-        staged_folder = self._staged_folder or staging.local_folder()
         docs = planned["work"] | "ProcessDocuments" >> ProcessDocuments(
             config=self._config, read_bytes=self._read_bytes, staged_folder=staged_folder
         )

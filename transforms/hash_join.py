@@ -10,20 +10,23 @@ byte of flags per occurrence comes back; the occurrences' text waits in staged f
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from apache_beam.transforms.window import GlobalWindows
 
 from chunkmill import schema
 from chunkmill.transforms import digests, prior, staging
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
-# Tags of the values grouped by hash bucket in the hash join.
-CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
+# Tags of the values grouped by hash bucket in the hash join: this run's occurrences, and
+# what the prior gives tagged (``prior``).
+CURRENT = 0
+_PRIOR, _GONE, _PERSISTING = prior.HASHES_TAG, prior.GONE_TAG, prior.PERSISTING_TAG
 
 # Tags of the outputs of the two steps.
 _RETIRED = "retired"
@@ -48,6 +51,10 @@ IS_NEW, ADDED, CHOSEN = 1, 2, 4
 
 
 _ROW_BYTES = digests.HASH_BYTES + digests.ID_BYTES
+
+# Bytes of messages (occurrences, prior hash counts, removed rows' counts, persisting ids)
+# that ``_MarkNew`` holds of the buckets of a bundle before deciding them together.
+MARK_BATCH_BYTES = 16 * 1024 * 1024
 
 
 def staged_ids(rows: pa.Table) -> list[tuple[str, bytes]]:
@@ -88,21 +95,21 @@ def _value_bytes(values: pa.FixedSizeBinaryArray) -> bytes:
     return values.buffers()[1].to_pybytes()[start : start + len(values) * width]
 
 
-def _tagged(tag: int) -> Callable[[tuple[str, bytes]], tuple[str, tuple[int, bytes]]]:
-    def tag_it(element: tuple[str, bytes]) -> tuple[str, tuple[int, bytes]]:
-        bucket, payload = element
-        return bucket, (tag, payload)
-
-    return tag_it
+def _by_tag() -> dict[int, list[Any]]:
+    return {CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
 
 
 class _MarkNew(PerBundle):
-    """Joins this run's chunk occurrences with the prior state, a hash bucket at a time, in
-    Arrow, into the run's delta: which hashes are new, which occurrences were added, which
-    hashes are gone from the current state.
+    """Joins this run's chunk occurrences with the prior state by hash bucket, in Arrow, into
+    the run's delta: which hashes are new, which occurrences were added, which hashes are
+    gone from the current state. The buckets of a bundle are decided together, up to
+    ``batch_bytes`` of their messages at a time: each decision is about one hash, and a hash
+    is in one bucket, so a few Arrow calls over many buckets decide what one bucket at a
+    time would, with a few hundred calls fewer (a run has 256 buckets).
 
     A bucket holds the hashes and ids of this run's occurrences (of the documents chunked
-    this run, in staged files), the prior rows' hash counts, the hash counts of the rows this
+    this run, in staged files), where the prior rows' hash counts lie (read from their file
+    only for a bucket with occurrences or removed rows), the hash counts of the rows this
     run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
     still current (``_PERSISTING``). Every occurrence is decided (a byte of flags, ``IS_NEW``,
     ``ADDED``, ``CHOSEN``, per occurrence in the order of its message: ``(staged path,
@@ -116,23 +123,55 @@ class _MarkNew(PerBundle):
     changed) costs only its grouping.
     """
 
+    def __init__(self, batch_bytes: int = MARK_BATCH_BYTES) -> None:
+        self._batch_bytes = batch_bytes
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._waiting, self._waiting_bytes = _by_tag(), 0
+
     def process(self, element: tuple[str, Iterable[tuple[int, Any]]]):
         bucket, values = element
-        parts: dict[int, list[Any]] = {CURRENT: [], _PRIOR: [], _GONE: [], _PERSISTING: []}
+        parts = _by_tag()
         for tag, payload in values:
             parts[tag].append(payload)
         if not parts[CURRENT] and not parts[_GONE]:
             return
-        paths = [path for path, _ in parts[CURRENT]]
-        batches = [read_staged_ids(message) for _, message in parts[CURRENT]]
+        waiting = self._waiting
+        waiting[CURRENT] += [(bucket, path, message) for path, message in parts[CURRENT]]
+        for tag in (_PRIOR, _GONE, _PERSISTING):
+            waiting[tag] += parts[tag]
+        self._waiting_bytes += (
+            sum(len(message) for _, message in parts[CURRENT])
+            + sum(ref[2] for ref in parts[_PRIOR])
+            + sum(len(message) for message in parts[_GONE] + parts[_PERSISTING])
+        )
+        if self._waiting_bytes >= self._batch_bytes:
+            yield from self._decide()
+
+    def finish_bundle(self):
+        for out in self._decide():
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
+            else:
+                yield GlobalWindows.windowed_value(out)
+        yield from super().finish_bundle()
+
+    def _decide(self):
+        """Decides every occurrence of the buckets held, and finds their retired hashes."""
+        parts = self._waiting
+        self._waiting, self._waiting_bytes = _by_tag(), 0
+        current = parts[CURRENT]
+        batches = [read_staged_ids(message) for _, _, message in current]
+        prior_counts = prior.read_messages(parts[_PRIOR])
         if parts[_GONE]:
-            yield from self._retired(batches, parts[_PRIOR], parts[_GONE])
+            yield from self._retired(batches, prior_counts, parts[_GONE])
         if not batches:
             return
         ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
         first = _first_ids(ids)
         # Membership needs no sum: a hash in several prior messages is in the prior once.
-        seen = _ipc_table(parts[_PRIOR], prior.HASH_COUNTS)["chunk_hash"]
+        seen = _ipc_table(prior_counts, prior.HASH_COUNTS)["chunk_hash"]
         new = first.filter(pc.invert(pc.is_in(first["chunk_hash"], value_set=seen)))
         persisting_ids = _ipc_table(parts[_PERSISTING], prior.IDS)["chunk_id"]
         persisting = digests.from_hex(persisting_ids, digests.ID_BYTES)
@@ -142,7 +181,7 @@ class _MarkNew(PerBundle):
             (CHOSEN, pc.is_in(ids["chunk_id"], value_set=new["chunk_id"])),
         )
         start = 0
-        for path, batch in zip(paths, batches, strict=True):
+        for (bucket, path, _), batch in zip(current, batches, strict=True):
             yield path, (bucket, flags[start : start + batch.num_rows])
             start += batch.num_rows
 
@@ -152,9 +191,9 @@ class _MarkNew(PerBundle):
         prior_counts: list[bytes],
         gone_counts: list[bytes],
     ):
-        """The ``retired/`` rows of the bucket: hashes of removed rows left with no current
+        """The ``retired/`` rows of the buckets: hashes of removed rows left with no current
         occurrence. Only the rows of those hashes are counted, so the work is in proportion to
-        what was removed, not to the bucket."""
+        what was removed, not to the buckets."""
         gone = _ipc_table(gone_counts, prior.HASH_COUNTS)
         candidates = pc.unique(gone["chunk_hash"])
         total: Counter[bytes] = Counter()
@@ -284,21 +323,17 @@ def _first_ids(table: pa.Table) -> pa.Table:
 
 class MarkNew(beam.PTransform):
     """``{"occurrences": (bucket, (CURRENT, (staged path, message of STAGED_IDS)))}`` (what
-    ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (the prior
-    rows' hash counts), ``"gone"`` (those of the rows this run removes) and ``"persisting"``
-    (ids of re-chunked documents' prior rows still current), each ``(bucket, IPC message)``
-    → ``{"decided": (staged path, (bucket, flags)), "retired": retired/ tables, "counts":
-    (name, n)}``, a hash bucket at a time (``_MarkNew``)."""
+    ``ProcessDocuments`` stages) and, when there is a prior, ``"prior_hashes"`` (where the
+    prior rows' hash counts lie: ``(bucket, (prior.HASHES_TAG, prior.MessageRef))``),
+    ``"gone"`` (the hash counts of the rows this run removes, ``(bucket, (prior.GONE_TAG,
+    IPC message))``) and ``"persisting"`` (ids of re-chunked documents' prior rows still
+    current, ``(bucket, (prior.PERSISTING_TAG, IPC message))``), each tagged by the step
+    that makes it (``prior``) → ``{"decided": (staged path, (bucket, flags)), "retired":
+    retired/ tables, "counts": (name, n)}``, by hash bucket (``_MarkNew``)."""
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        by_bucket = [inputs["occurrences"]]
-        for name, label, tag in (
-            ("prior_hashes", "TagPriorHashes", _PRIOR),
-            ("gone", "TagRemovedHashes", _GONE),
-            ("persisting", "TagPersistingIds", _PERSISTING),
-        ):
-            if name in inputs:
-                by_bucket.append(inputs[name] | label >> beam.Map(_tagged(tag)))
+        names = ("occurrences", "prior_hashes", "gone", "persisting")
+        by_bucket = [inputs[name] for name in names if name in inputs]
         marked = (
             tuple(by_bucket)
             | "FlattenByBucket" >> beam.Flatten()

@@ -8,7 +8,9 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
 1. ``SummariseParts`` reads six small columns of a part and cuts the summary of each
    document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
    share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
-   distinct chunk hashes grouped into buckets for the hash join (``hash_bucket``).
+   distinct chunk hashes with their row counts grouped into buckets for the hash join
+   (``hash_bucket``), written to one file of the run's temporary folder: only the place of
+   each bucket's message in it crosses the join (``write_by_bucket``, ``read_message``).
 2. The summaries are joined with the listing a doc-id bucket at a time, in Arrow (``doc_plan``):
    an unchanged document is decided there, and its doc_id joins an Arrow array of the
    documents kept whole in each part (``KEPT_DOCS``); every other document's fate becomes
@@ -20,12 +22,15 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
    (``sinks.TableFiles``): only the files' names travel on.
 
 No element is per unchanged document: summaries and kept documents travel as Arrow messages
-per bucket and part, and the prior's rows not at all.
+per bucket and part, the prior's hash counts as the place of such a message in a file, and
+the prior's rows not at all.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -42,7 +47,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import digests, runstate, sinks
+from chunkmill.transforms import digests, runstate, sinks, staging
 from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
@@ -56,6 +61,16 @@ HASHES = "hashes"
 GONE = "gone"  # per-hash counts of the removed rows, by hash bucket
 PERSISTING = "persisting"  # ids of re-chunked documents' rows that are still current
 COUNTS = "counts"
+# Their tags among the values the hash join groups by hash bucket (``hash_join``, whose own
+# occurrences are tagged 0): given tagged, so the graph has no step to tag them.
+HASHES_TAG, GONE_TAG, PERSISTING_TAG = 1, 2, 3
+# The files of the prior's hash counts by bucket, in the run's temporary folder.
+BUCKETS_PREFIX = "prior-hashes-"
+
+# Where a message lies in a file of ``write_by_bucket``: path, offset, length, CRC-32.
+MessageRef = tuple[str, int, int, int]
+# Messages of one file closer than this are read in one read (``read_messages``).
+READ_GAP_BYTES = 1024 * 1024
 
 ReadPart = Callable[[PriorPart, Sequence[str]], pa.Table]
 
@@ -291,6 +306,78 @@ def bucket_runs(
     return order, runs
 
 
+def write_by_bucket(
+    folder: str, messages: Sequence[tuple[str, bytes]]
+) -> list[tuple[str, MessageRef]]:
+    """``messages`` (``by_bucket``'s) one after another in one new file under ``folder``
+    (a new name each time: a retried bundle's file is never one its successor names) →
+    ``(bucket, where its message lies)``, what crosses a grouping in place of the message
+    (``read_message``). On the local engine whatever crosses a stage boundary is held in
+    memory whole; the prior's hash counts grow with the corpus, their places do not."""
+    if not messages:
+        return []
+    path = FileSystems.join(folder, f"{BUCKETS_PREFIX}{uuid.uuid4().hex}.arrows")
+    refs: list[tuple[str, MessageRef]] = []
+    offset = 0
+    with FileSystems.create(
+        path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
+    ) as f:
+        for bucket, message in messages:
+            f.write(message)
+            refs.append((bucket, (path, offset, len(message), zlib.crc32(message))))
+            offset += len(message)
+    return refs
+
+
+def read_message(ref: MessageRef) -> bytes:
+    """The message of ``write_by_bucket`` that ``ref`` places (``read_messages``)."""
+    (message,) = read_messages([ref])
+    return message
+
+
+def read_messages(refs: Sequence[MessageRef]) -> list[bytes]:
+    """The messages of ``write_by_bucket`` that ``refs`` place, in their order: each file
+    opened once, and messages less than ``READ_GAP_BYTES`` apart in it read in one read (on
+    an object store a read costs tens of milliseconds, about what a MiB takes to arrive; a
+    night needs nearly every bucket of a part's file). ``RuntimeError`` naming the file if a
+    message's bytes are not those written (a worker's disk or an object store can corrupt a
+    file as well as a table)."""
+    by_path: dict[str, list[MessageRef]] = {}
+    for ref in refs:
+        by_path.setdefault(ref[0], []).append(ref)
+    found: dict[MessageRef, bytes] = {}
+    for path, placed in by_path.items():
+        placed.sort(key=lambda ref: ref[1])
+        runs: list[list[MessageRef]] = []
+        for ref in placed:
+            if runs and ref[1] - _end(runs[-1][-1]) < READ_GAP_BYTES:
+                runs[-1].append(ref)
+            else:
+                runs.append([ref])
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for run in runs:
+                start = run[0][1]
+                f.seek(start)
+                span = f.read(max(_end(ref) for ref in run) - start)
+                for ref in run:
+                    found[ref] = _checked(span[ref[1] - start : _end(ref) - start], ref)
+    return [found[ref] for ref in refs]
+
+
+def _end(ref: MessageRef) -> int:
+    return ref[1] + ref[2]
+
+
+def _checked(message: bytes, ref: MessageRef) -> bytes:
+    path, offset, length, crc = ref
+    if len(message) != length or zlib.crc32(message) != crc:
+        raise RuntimeError(
+            f"prior hash counts in {path} at byte {offset} are not those written "
+            f"({len(message)} of {length} bytes read, checksum mismatch or truncated file)"
+        )
+    return message
+
+
 def hash_counts(table: pa.Table) -> pa.Table:
     """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``)."""
     grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
@@ -306,18 +393,26 @@ def hash_counts(table: pa.Table) -> pa.Table:
 class SummariseParts(beam.DoFn):
     """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, IPC message of SUMMARY rows))``, one per
     doc-id bucket the part has documents in, as the join by doc-id bucket takes them;
-    tagged ``HASHES``: ``(hash bucket, IPC message of the part's hashes in it with their row
-    counts)``."""
+    tagged ``HASHES``: ``(hash bucket, (HASHES_TAG, MessageRef))``, as the hash join takes
+    them: the part's hashes in the bucket with their row counts (``HASH_COUNTS``), written
+    into one file of the part under ``temp`` (``write_by_bucket``; default: a local
+    temporary folder, for a test)."""
 
-    def __init__(self, read: ReadPart = read_part) -> None:
+    def __init__(self, read: ReadPart = read_part, temp: str | None = None) -> None:
         self._read = read
+        self._temp = temp
+
+    def _folder(self) -> str:
+        if self._temp is None:
+            self._temp = staging.local_folder()
+        return self._temp
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
         for bucket, summary in by_bucket(summary_table(table, part.key), "doc_id"):
             yield bucket, (SUMMARY_TAG, summary)
-        for bucket, counts in by_bucket(hash_counts(table)):
-            yield beam.pvalue.TaggedOutput(HASHES, (bucket, counts))
+        for bucket, ref in write_by_bucket(self._folder(), by_bucket(hash_counts(table))):
+            yield beam.pvalue.TaggedOutput(HASHES, (bucket, (HASHES_TAG, ref)))
 
 
 def _in(column: pa.ChunkedArray | pa.Array, values: Iterable[str]) -> pa.Array:
@@ -439,9 +534,10 @@ class ApplyVerdicts(beam.DoFn):
     """``(part key, [batch of Verdicts as plain tuples, or IPC message of KEPT_DOCS])`` →
     ``(table, path)`` of the files its bundle wrote under ``temp`` (``sinks.TableFiles``):
     the kept manifest rows and the removed rows, written where they are decided, for
-    ``WriteTables`` to name; tagged ``GONE`` and ``PERSISTING``: ``(bucket, IPC message)``
-    of the removed rows' hash counts and of the still-current rows' ids of re-chunked
-    documents; tagged ``COUNTS``: ``(name, n)``."""
+    ``WriteTables`` to name; tagged ``GONE`` and ``PERSISTING``: ``(bucket, (GONE_TAG or
+    PERSISTING_TAG, IPC message))`` of the removed rows' hash counts and of the
+    still-current rows' ids of re-chunked documents, as the hash join takes them; tagged
+    ``COUNTS``: ``(name, n)``."""
 
     def __init__(
         self,
@@ -476,9 +572,9 @@ class ApplyVerdicts(beam.DoFn):
         self._files.write("manifest", manifest)
         self._files.write("removed", removed)
         for bucket, counts in by_bucket(hash_counts(removed)):
-            yield beam.pvalue.TaggedOutput(GONE, (bucket, counts))
+            yield beam.pvalue.TaggedOutput(GONE, (bucket, (GONE_TAG, counts)))
         for bucket, ids in by_bucket(persisting):
-            yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, ids))
+            yield beam.pvalue.TaggedOutput(PERSISTING, (bucket, (PERSISTING_TAG, ids)))
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for written in self._files.close():
@@ -488,17 +584,20 @@ class ApplyVerdicts(beam.DoFn):
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
     """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
-    rows)), "hashes": (hash bucket, IPC message of HASH_COUNTS)}`` (``SummariseParts``), read
-    with ``read(part, columns)``."""
+    rows)), "hashes": (hash bucket, (HASHES_TAG, MessageRef of HASH_COUNTS))}``
+    (``SummariseParts``), read with ``read(part, columns)``; the hash counts' files are
+    written under ``temp`` (a folder every worker reaches, such as the run's temporary
+    folder; default: a local temporary folder)."""
 
-    def __init__(self, read: ReadPart = read_part) -> None:
+    def __init__(self, read: ReadPart = read_part, temp: str | None = None) -> None:
         super().__init__()
         self._read = read
+        self._temp = temp
 
     def expand(self, parts: beam.PCollection[PriorPart]) -> dict[str, beam.PCollection]:
-        summarised = parts | "Summarise" >> beam.ParDo(SummariseParts(self._read)).with_outputs(
-            HASHES, main="summaries"
-        )
+        summarised = parts | "Summarise" >> beam.ParDo(
+            SummariseParts(self._read, self._temp)
+        ).with_outputs(HASHES, main="summaries")
         return {"summaries": summarised.summaries, "hashes": summarised[HASHES]}
 
 
@@ -506,8 +605,9 @@ class SummarisePrior(beam.PTransform):
 class ApplyPriorVerdicts(beam.PTransform):
     """The verdicts of every step that gives them, ``(part key, [Verdicts, or IPC of
     KEPT_DOCS])`` → ``{"files": (table, path) of the kept manifest rows and the removed
-    rows, written under ``temp``, "gone": (bucket, IPC of HASH_COUNTS), "persisting":
-    (bucket, IPC of IDS), "counts": (name, n)}``, a part at a time (``ApplyVerdicts``)."""
+    rows, written under ``temp``, "gone": (bucket, (GONE_TAG, IPC of HASH_COUNTS)),
+    "persisting": (bucket, (PERSISTING_TAG, IPC of IDS)), "counts": (name, n)}``, a part at
+    a time (``ApplyVerdicts``)."""
 
     def __init__(self, temp: str, read: ReadPart = read_part) -> None:
         super().__init__()

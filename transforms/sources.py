@@ -13,7 +13,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from chunkmill import stores
-from chunkmill.items import PriorError, PriorPart
+from chunkmill.items import Listed, PriorError, PriorPart
 from chunkmill.transforms import prior, storage
 
 
@@ -28,7 +28,8 @@ class ListFiles(beam.PTransform):
     relative to the pattern's fixed folder (``storage.ListingRules``). Nothing
     under ``exclude_prefix`` (the output location) is listed, by path or by real path, nor
     are directory markers. Listing is sharded by prefix (``storage.plan``) and the
-    shards redistributed, so a large bucket is listed by many workers.
+    shards redistributed by grouping on a key each (as ``ReadManifest`` spreads its parts:
+    fewer steps than a ``Reshuffle``), so a large bucket is listed by many workers.
     ``billing_project`` is the project billed for requester-pays buckets.
 
     Not de-duplicated and not redistributed: an object two patterns match comes twice, and
@@ -62,13 +63,41 @@ class ListFiles(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
             pbegin
-            # Not reshuffled by Create: the shards are, next.
-            | "Patterns" >> beam.Create(self._patterns, reshuffle=False)
+            | "Start" >> beam.Impulse()
             | "Shard"
-            >> beam.FlatMap(storage.plan, billing_project=self._billing_project, rules=self._rules)
-            | "SpreadShards" >> beam.Reshuffle()
-            | "ListShard" >> beam.FlatMap(storage.list_shard, rules=self._rules)
+            >> beam.FlatMap(
+                _shard_keys,
+                patterns=self._patterns,
+                billing_project=self._billing_project,
+                rules=self._rules,
+            )
+            | "SpreadShards" >> beam.GroupByKey()
+            | "ListShard" >> beam.FlatMap(_list_shards, rules=self._rules)
         )
+
+
+def _shard_keys(
+    _: bytes,
+    patterns: Sequence[str],
+    billing_project: str | None,
+    rules: storage.ListingRules,
+) -> Iterator[tuple[str, storage.Shard | Listed]]:
+    """Every shard of ``patterns`` (``storage.plan``), keyed by its place among them: a key
+    each, so the grouping spreads them as a ``Reshuffle`` would."""
+    items = (
+        item
+        for pattern in patterns
+        for item in storage.plan(pattern, billing_project=billing_project, rules=rules)
+    )
+    for i, item in enumerate(items):
+        yield f"{i:010d}", item
+
+
+def _list_shards(
+    grouped: tuple[str, Iterable[storage.Shard | Listed]], rules: storage.ListingRules
+) -> Iterator[Listed]:
+    for item in grouped[1]:
+        yield from storage.list_shard(item, rules=rules)
 
 
 class ReadManifest(beam.PTransform):
@@ -140,8 +169,9 @@ def prior_errors(path: str) -> Iterator[tuple[str, PriorError]]:
 class ReadPriorErrors(beam.PTransform):
     """The prior run's errors/ rows as ``(doc_id, PriorError)``, one per failed document,
     read from ``paths`` (its errors files; none on a first run, or when every failure is to
-    be tried again). Joined with the listing by doc_id like the prior manifest's summaries:
-    a failed document not worth trying again is not read (``carryover.is_known_failure``)."""
+    be tried again), spread by grouping on each path. Joined with the listing by doc_id like
+    the prior manifest's summaries: a failed document not worth trying again is not read
+    (``carryover.is_known_failure``)."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         super().__init__()
@@ -152,7 +182,18 @@ class ReadPriorErrors(beam.PTransform):
             return pbegin | "NoPriorErrors" >> beam.Create([])
         return (
             pbegin
-            | "ErrorFiles" >> beam.Create(self._paths, reshuffle=False)
-            | "SpreadErrorFiles" >> beam.Reshuffle()
-            | "ReadErrorFiles" >> beam.FlatMap(prior_errors)
+            | "Start" >> beam.Impulse()
+            | "ErrorFiles" >> beam.FlatMap(_path_keys, paths=self._paths)
+            | "SpreadErrorFiles" >> beam.GroupByKey()
+            | "ReadErrorFiles" >> beam.FlatMap(_read_prior_errors)
         )
+
+
+def _path_keys(_: bytes, paths: Sequence[str]) -> Iterator[tuple[str, None]]:
+    """Each of ``paths`` as a key: the grouping spreads them as a ``Reshuffle`` would."""
+    for path in paths:
+        yield path, None
+
+
+def _read_prior_errors(grouped: tuple[str, Iterable[None]]) -> Iterator[tuple[str, PriorError]]:
+    return prior_errors(grouped[0])

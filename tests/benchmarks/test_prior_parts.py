@@ -1,5 +1,5 @@
 """The prior-parts benchmark's machinery: each part of a manifest gets one row, with its rows
-and both figures, and a night's verdicts cover every row. No timing is asserted."""
+and every figure, and a night's verdicts cover every row. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -17,3 +17,4 @@ def test_each_part_is_measured_with_its_rows(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()[2:]
     assert [line.split(" | ")[0].lstrip("| ") for line in lines] == [p.key for p in parts]
     assert sum(int(line.split(" | ")[1].replace(",", "")) for line in lines) == len(rows)
+    assert all(len(line.split(" | ")) == 6 for line in lines)  # the hash join's two figures

@@ -4,6 +4,8 @@ file's rows split by their decisions)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -20,8 +22,9 @@ KNOWN, NEW, GONE = "1" * 64, "2" * 64, "3" * 64  # a prior hash, a new one, a re
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 
 
-def _messages(table: pa.Table) -> list[tuple[str, bytes]]:
-    return prior.by_bucket(table)
+def _messages(table: pa.Table, tag: int) -> list[tuple[str, tuple[int, bytes]]]:
+    """``table`` by hash bucket, tagged as the step that makes it gives it."""
+    return [(bucket, (tag, message)) for bucket, message in prior.by_bucket(table)]
 
 
 def _decisions(element):
@@ -41,7 +44,7 @@ def _flags_for(message: bytes, decide) -> bytes:
     return bytes(decide(chunk_id.hex()) for chunk_id in sent)
 
 
-def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
+def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none(tmp_path):
     # Sent as a staged file's rows are: hashes and ids as bytes, by bucket, in row order.
     current = pa.table({"chunk_hash": [KNOWN, NEW, NEW], "chunk_id": [A, C, B]})
     counts = prior.hash_counts(pa.table({"chunk_hash": [KNOWN, GONE]}))
@@ -57,9 +60,18 @@ def test_mark_new_decides_every_occurrence_and_retires_hashes_left_with_none():
                     for b, m in hash_join.staged_ids(current)
                 ]
             ),
-            "prior_hashes": p | "Prior" >> beam.Create(_messages(counts)),
-            "gone": p | "Gone" >> beam.Create(_messages(gone)),
-            "persisting": p | "Persisting" >> beam.Create(_messages(persisting)),
+            # The prior's hash counts cross as the place of their message in a file.
+            "prior_hashes": p
+            | "Prior"
+            >> beam.Create(
+                [
+                    (bucket, (prior.HASHES_TAG, ref))
+                    for bucket, ref in prior.write_by_bucket(str(tmp_path), prior.by_bucket(counts))
+                ]
+            ),
+            "gone": p | "Gone" >> beam.Create(_messages(gone, prior.GONE_TAG)),
+            "persisting": p
+            | "Persisting" >> beam.Create(_messages(persisting, prior.PERSISTING_TAG)),
         } | MarkNew()
         assert_that(
             out["decided"] | beam.FlatMap(_decisions),
@@ -138,3 +150,67 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
             ),
             label="Counts",
         )
+
+
+def _mark_bundle(mark: hash_join._MarkNew, elements) -> tuple[set, list[str]]:
+    """One bundle of ``mark``: its decisions and its retired hashes."""
+    mark.start_bundle()
+    out = [e for element in elements for e in mark.process(element)]
+    out += [
+        beam.pvalue.TaggedOutput(e.tag, e.value.value)
+        if isinstance(e, beam.pvalue.TaggedOutput)
+        else e.value
+        for e in mark.finish_bundle()
+    ]
+    decided = {d for e in out if not isinstance(e, beam.pvalue.TaggedOutput) for d in _decisions(e)}
+    retired = [
+        h
+        for e in out
+        if isinstance(e, beam.pvalue.TaggedOutput) and e.tag == "retired"
+        for h in e.value["chunk_hash"].to_pylist()
+    ]
+    return decided, sorted(retired)
+
+
+def test_mark_new_decides_buckets_together_as_it_would_one_at_a_time(tmp_path):
+    # Many buckets: hashes known to the prior, new ones shared by two files, removed ones.
+    hashes = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(600)]
+    known, new, gone = hashes[:200], hashes[200:400], hashes[400:]
+    files = {
+        f"staged-{f}": pa.table(
+            {
+                "chunk_hash": known[f::2] + new[:150],
+                "chunk_id": [ids.chunk_id(f"doc{f}", h, 0) for h in known[f::2] + new[:150]],
+            }
+        )
+        for f in (0, 1)
+    }
+    persisting = pa.table(
+        {"chunk_id": files["staged-0"]["chunk_id"][:50], "chunk_hash": known[0:100:2]},
+        schema=prior.IDS,
+    )
+    refs = prior.write_by_bucket(
+        str(tmp_path), prior.by_bucket(prior.hash_counts(pa.table({"chunk_hash": known + gone})))
+    )
+    values: dict[str, list] = {}
+    for path, table in files.items():
+        for bucket, message in hash_join.staged_ids(table):
+            values.setdefault(bucket, []).append((hash_join.CURRENT, (path, message)))
+    for bucket, ref in refs:
+        values.setdefault(bucket, []).append((prior.HASHES_TAG, ref))
+    removed = prior.hash_counts(pa.table({"chunk_hash": gone + known[:10]}))
+    for bucket, message in prior.by_bucket(removed):
+        values.setdefault(bucket, []).append((prior.GONE_TAG, message))
+    for bucket, message in prior.by_bucket(persisting):
+        values.setdefault(bucket, []).append((prior.PERSISTING_TAG, message))
+    elements = sorted(values.items())
+    assert len(elements) > 200
+    together = _mark_bundle(hash_join._MarkNew(), elements)
+    alone = _mark_bundle(hash_join._MarkNew(batch_bytes=1), elements)
+    assert together == alone
+    decided, retired = together
+    assert len(decided) == sum(t.num_rows for t in files.values())
+    assert retired == sorted(gone)  # known[:10] are still in this run's files
+    chosen = [d for d in decided if d[3][2]]
+    assert len(chosen) == len(new[:150])  # one occurrence of each new hash
+    assert sum(not d[3][1] for d in decided) == persisting.num_rows  # the rest are added

@@ -28,8 +28,10 @@ def _prior(tmp_path):
 
 def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tmp_path):
     rows, parts = _prior(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
     with TestPipeline(runner="FnApiRunner") as p:
-        out = p | beam.Create(parts) | prior.SummarisePrior()
+        out = p | beam.Create(parts) | prior.SummarisePrior(temp=str(temp))
         assert_that(
             out["summaries"] | "Tags" >> beam.Map(lambda e: e[1][0]) | beam.Distinct(),
             equal_to([prior.SUMMARY_TAG]),  # as the join by doc-id bucket takes them
@@ -48,10 +50,24 @@ def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tm
             label="Summaries",
         )
         hashes = [r["chunk_hash"] for r in rows]
+        # Tagged for the hash join; the counts wait in a file under temp, only their place
+        # crosses.
+        assert_that(
+            out["hashes"] | "HashTags" >> beam.Map(lambda e: e[1][0]) | "One" >> beam.Distinct(),
+            equal_to([prior.HASHES_TAG]),
+            label="HashesTagged",
+        )
+        assert_that(
+            out["hashes"] | "InTemp" >> beam.Map(lambda e: e[1][1][0].startswith(str(temp))),
+            equal_to([True] * len({prior.hash_bucket(h) for h in hashes})),
+            label="InTemp",
+        )
         assert_that(
             out["hashes"]
             | "Hashes"
-            >> beam.FlatMap(lambda e: prior.from_ipc(e[1], prior.HASH_COUNTS).to_pylist())
+            >> beam.FlatMap(
+                lambda e: prior.from_ipc(prior.read_message(e[1][1]), prior.HASH_COUNTS).to_pylist()
+            )
             | beam.Map(lambda h: (h["chunk_hash"].hex(), h["rows"])),
             equal_to([(h, hashes.count(h)) for h in set(hashes)]),
             label="HashCounts",
@@ -90,10 +106,17 @@ def test_apply_prior_verdicts_keeps_and_removes_rows_where_they_lie(tmp_path):
             ),
             label="Files",
         )
-        # The removed rows' hashes go to the hash join, counted; "keep" is still current.
+        # The removed rows' hashes go to the hash join, counted and tagged as it takes them;
+        # "keep" is still current.
+        assert_that(
+            out["gone"] | "GoneTags" >> beam.Map(lambda e: e[1][0]) | beam.Distinct(),
+            equal_to([prior.GONE_TAG]),
+            label="GoneTagged",
+        )
         assert_that(
             out["gone"]
-            | "Gone" >> beam.FlatMap(lambda e: prior.from_ipc(e[1], prior.HASH_COUNTS).to_pylist())
+            | "Gone"
+            >> beam.FlatMap(lambda e: prior.from_ipc(e[1][1], prior.HASH_COUNTS).to_pylist())
             | beam.Map(
                 lambda h: (h["chunk_hash"].hex(), h["rows"], h["chunk_hash"].hex() in kept_hashes)
             ),
@@ -236,3 +259,30 @@ def test_a_night_of_many_parts_publishes_each_kept_row_once(tmp_path, repeat):
     kept = [r for r in manifest if r["source_uri"] not in (gone, edited)]
     assert kept and not any(r["is_new"] for r in kept)
     assert len(parts) > 10 and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("gap", [prior.READ_GAP_BYTES, 0])  # one read, or one a message
+def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_all(
+    tmp_path, monkeypatch, gap
+):
+    monkeypatch.setattr(prior, "READ_GAP_BYTES", gap)
+    hashes = [f"{i:02x}" * 32 for i in range(0, 256, 17)]
+    messages = prior.by_bucket(prior.hash_counts(pa.table({"chunk_hash": hashes + hashes[:3]})))
+    refs = prior.write_by_bucket(str(tmp_path), messages)
+    # One file for every bucket, each message read back by its place alone.
+    assert len({ref[0] for _, ref in refs}) == 1
+    assert [(b, prior.read_message(ref)) for b, ref in refs] == messages
+    # Several at once, in the order asked for.
+    backwards = [ref for _, ref in refs][::-2]
+    assert prior.read_messages(backwards) == [m for _, m in messages][::-2]
+    path, offset, length, _ = refs[3][1]
+    with open(path, "r+b") as f:
+        f.seek(offset + length - 1)
+        last = f.read(1)
+        f.seek(offset + length - 1)
+        f.write(bytes([last[0] ^ 1]))
+    with pytest.raises(RuntimeError, match="are not those written"):
+        prior.read_message(refs[3][1])
+    with pytest.raises(RuntimeError, match="are not those written"):
+        prior.read_messages([refs[2][1], refs[3][1]])
+    assert prior.read_message(refs[2][1]) == messages[2][1]
