@@ -39,8 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
                 f"(commands: {', '.join(COMMANDS)})"
             )
-        from chunkmill.pipeline import interrupts
+        from chunkmill.pipeline import deferred_imports, interrupts
 
+        deferred_imports.install()  # before any command imports Beam
         with interrupts.handled(argv[0]):
             return int(commands.module(argv[0]).main(argv[1:]))
     except UsageError as e:
