@@ -280,8 +280,10 @@ def main(argv: Sequence[str]) -> int:
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
 
-    from chunkmill.pipeline import graph, interrupts, launch, progress, report
+    from chunkmill.pipeline import graph, interrupts, launch, progress, report, signatures
     from chunkmill.transforms import runstate
+
+    signatures.memoize()
 
     if not launch.waits_for_job(graph.pipeline_options(settings)):
         # Dataflow, a Flink cluster: submit and return; the job publishes by itself.
