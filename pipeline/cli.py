@@ -39,11 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS, COMMAND_CUTOFF)} "
                 f"(commands: {', '.join(COMMANDS)})"
             )
-        from chunkmill.pipeline import deferred_imports, interrupts, memory_pool
+        from chunkmill.pipeline import interrupts, memory_pool
 
-        # Before any command imports Beam or pyarrow.
-        deferred_imports.install()
-        memory_pool.choose()
+        memory_pool.choose()  # before any command imports pyarrow
         with interrupts.handled(argv[0]):
             return int(commands.module(argv[0]).main(argv[1:]))
     except UsageError as e:

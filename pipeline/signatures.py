@@ -49,5 +49,7 @@ def memoize() -> None:
     """Makes Beam's ``get_function_args_defaults`` keep its answers (once per process)."""
     from apache_beam.transforms import core
 
-    if not hasattr(core.get_function_args_defaults, "__wrapped__"):
-        cast(Any, core).get_function_args_defaults = memoized(core.get_function_args_defaults)
+    beam_answer = getattr(core, "get_function_args_defaults", None)
+    # A Beam without it (another release) keeps its own reading; kept answers are kept once.
+    if beam_answer is not None and not hasattr(beam_answer, "__wrapped__"):
+        cast(Any, core).get_function_args_defaults = memoized(beam_answer)
