@@ -17,6 +17,7 @@ stops the run instead of changing a table.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import struct
 import tempfile
@@ -83,6 +84,7 @@ def write(folder: str, table: pa.Table) -> str:
     body, trailer = encode(table)
     local = stores.local_path(path)
     if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)  # as FileSystems.create does
         with pa.OSFile(local, "wb") as handle:
             handle.write(body)
             handle.write(trailer)

@@ -164,6 +164,8 @@ def test_a_staged_file_reads_back_alike_through_any_file_system(tmp_path, monkey
     # As on an object store: through Beam's FileSystems, bytes rather than an Arrow buffer.
     monkeypatch.setattr(staging.stores, "local_path", lambda uri: None)
     assert staging.read(path).equals(direct)
-    written = staging.write(str(tmp_path), direct)
+    written = staging.write(str(tmp_path / "not-yet"), direct)
     assert staging.read(written).equals(direct)
+    monkeypatch.undo()
+    assert staging.read(staging.write(str(tmp_path / "new" / "folder"), direct)).equals(direct)
     assert direct.schema == schema.CHUNKS
