@@ -77,10 +77,21 @@ def decode(data: pa.Buffer | bytes, name: str) -> pa.Table:
     return pa.Table.from_arrays(table.columns, schema=schema.CHUNKS)
 
 
+def new_path(folder: str) -> str:
+    """The path of a new staged file under ``folder``. A new name each time: a retried
+    bundle's file is never one its successor reads."""
+    return FileSystems.join(folder, f"{PREFIX}{uuid.uuid4().hex}{SUFFIX}")
+
+
 def write(folder: str, table: pa.Table) -> str:
-    """``table`` (``schema.CHUNKS``) as a new staged file under ``folder``; returns its path.
-    A new name each time: a retried bundle's file is never one its successor reads."""
-    path = FileSystems.join(folder, f"{PREFIX}{uuid.uuid4().hex}{SUFFIX}")
+    """``table`` (``schema.CHUNKS``) as a new staged file under ``folder``; returns its path."""
+    path = new_path(folder)
+    write_to(path, table)
+    return path
+
+
+def write_to(path: str, table: pa.Table) -> None:
+    """``table`` (``schema.CHUNKS``) as the staged file ``path`` (``new_path``'s)."""
     body, trailer = encode(table)
     local = stores.local_path(path)
     if local is not None:
@@ -88,13 +99,12 @@ def write(folder: str, table: pa.Table) -> str:
         with pa.OSFile(local, "wb") as handle:
             handle.write(body)
             handle.write(trailer)
-        return path
+        return
     with FileSystems.create(
         path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
     ) as handle:
         handle.write(memoryview(body))
         handle.write(trailer)
-    return path
 
 
 def read(path: str) -> pa.Table:

@@ -169,3 +169,18 @@ def test_a_staged_file_reads_back_alike_through_any_file_system(tmp_path, monkey
     monkeypatch.undo()
     assert staging.read(staging.write(str(tmp_path / "new" / "folder"), direct)).equals(direct)
     assert direct.schema == schema.CHUNKS
+
+
+def test_a_staged_file_that_cannot_be_written_fails_the_bundle(tmp_path, monkeypatch):
+    """Staged files are written behind the documents; a write that fails still fails the
+    bundle that named the file, at the latest when the bundle ends."""
+
+    def refuse(path: str, table: pa.Table) -> None:
+        raise OSError(f"no space left for {path}")
+
+    monkeypatch.setattr(staging, "write_to", refuse)
+    with pytest.raises(OSError, match="no space left"):
+        _process(tmp_path, {"/c/a.md": DOC})
+    monkeypatch.setattr(process_docs, "_STAGE_ROWS", 1)  # each document staged mid-bundle
+    with pytest.raises(OSError, match="no space left"):
+        _process(tmp_path, {f"/c/{i}.md": DOC for i in range(4)})
