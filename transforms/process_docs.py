@@ -6,6 +6,7 @@ join (``hash_join``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
@@ -47,6 +48,9 @@ _ERRORS = "errors"
 # How many chunk occurrences (rows with their text, ~2 KB) ProcessDocuments holds before
 # staging them in a file (``staging``).
 _STAGE_ROWS = 4_096
+# Staged files being written while the next documents are read: each holds its rows'
+# table (~10 MB) until written.
+_WRITES_AHEAD = 2
 
 
 class _ProcessDocuments(PerBundle):
@@ -75,25 +79,42 @@ class _ProcessDocuments(PerBundle):
         self._extractor = isolation.Extractor(self._config.limits, **self._config.extract_options())
         # Long documents are chunked in that child too, under the same budgets.
         self._chunk_in_child = document.ChunkInChild(self._extractor.call, self._config)
+        # Staged files are encoded and written here while the next documents are read
+        # (Arrow, the checksum and the write leave Python's lock to this thread).
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunkmill-staging")
 
     def teardown(self) -> None:
+        self._writer.shutdown()
         self._extractor.close()
 
     def start_bundle(self) -> None:
         super().start_bundle()
         self._occurrences: list[dict[str, Any]] = []
+        self._writes: list[Future[None]] = []
 
     def finish_bundle(self):
         yield from self._stage(window.GlobalWindows.windowed_value)
+        self._written(0)  # the bundle ends with its staged files whole, or fails
         yield from super().finish_bundle()
 
+    def _written(self, ahead: int) -> None:
+        """Waits until at most ``ahead`` staged files are still being written; a write that
+        failed fails the bundle (its outputs, naming the file, are then never committed)."""
+        while len(self._writes) > ahead:
+            self._writes.pop(0).result()
+
     def _stage(self, wrap: Callable[[Any], Any] = lambda v: v):
-        """The held occurrences to a staged file; their hashes and ids to the hash join."""
+        """The held occurrences to a staged file; their hashes and ids to the hash join. The
+        file is written behind (``_written``): its name goes out before its bytes are down,
+        and the bundle waits for them before it ends, so no step after the grouping that
+        follows can look for a file that is not whole."""
         if not self._occurrences:
             return
         table = pa.Table.from_pylist(self._occurrences, schema=schema.CHUNKS)
         self._occurrences = []
-        path = staging.write(self._staged_folder, table)
+        path = staging.new_path(self._staged_folder)
+        self._written(_WRITES_AHEAD - 1)
+        self._writes.append(self._writer.submit(staging.write_to, path, table))
         for bucket, message in staged_ids(table):
             value = (bucket, (CURRENT, (path, message)))
             yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))

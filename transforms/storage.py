@@ -10,6 +10,7 @@ sharding: the "Listing and reading" section of docs/design.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -437,7 +438,11 @@ def read_object(
     errors (permission, network after retries) propagate. Compression is never inferred from
     the name: a ``.gz`` document is bytes to extract.
     """
-    data = stores.for_uri(uri, billing_project, within).read(uri, version, max_bytes)
+    store = stores.for_uri(uri, billing_project, within)
+    return _within_limit(store.read(uri, version, max_bytes), max_bytes)
+
+
+def _within_limit(data: bytes, max_bytes: int | None) -> bytes:
     if max_bytes is not None and len(data) > max_bytes:
         raise SourceTooLarge(
             f"more than {max_bytes} bytes, over the --max-document-bytes limit "
@@ -457,6 +462,8 @@ class ObjectReader:
         self.within = within  # see read_object; None: local symlinks are followed
 
     def __call__(self, uri: str, version: str | None = None, max_bytes: int | None = None) -> bytes:
+        if stores.is_local(uri):  # most reads of a local run: its store made once, not per read
+            return _within_limit(self._local.read(uri, version, max_bytes), max_bytes)
         return read_object(
             uri,
             version,
@@ -464,6 +471,10 @@ class ObjectReader:
             max_bytes=max_bytes,
             within=self.within,
         )
+
+    @functools.cached_property
+    def _local(self) -> stores.ObjectStore:
+        return stores.for_uri("", self.billing_project, self.within)
 
 
 def check_bucket(uri: str, billing_project: str | None = None) -> None:

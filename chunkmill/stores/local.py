@@ -90,19 +90,13 @@ class LocalStore(WalkedStore):
             if e.errno == errno.ENXIO:  # a FIFO without a reader opened for writing; a socket
                 raise NotRegularFile(f"{display_name(uri)} is not a regular file") from None
             raise
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise NotRegularFile(f"{display_name(uri)} is not a regular file") from None
-            limit = -1 if max_bytes is None else max_bytes + 1
-            chunks, got = [], 0
-            while limit < 0 or got < limit:
-                chunk = f.read(1 << 20 if limit < 0 else min(1 << 20, limit - got))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                got += len(chunk)
-            return b"".join(chunks)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegularFile(f"{display_name(uri)} is not a regular file")
+            return _read_all(fd, st.st_size, None if max_bytes is None else max_bytes + 1)
+        finally:
+            os.close(fd)
 
     def _open(self, path: str) -> int:
         """A descriptor of ``path`` opened for reading. Without ``within`` symlinks are
@@ -131,6 +125,21 @@ class LocalStore(WalkedStore):
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         return True
+
+
+def _read_all(fd: int, size: int, limit: int | None) -> bytes:
+    """The bytes of the open file ``fd`` to its end, at most ``limit`` of them. ``size`` (its
+    size when opened) sizes the first read, so a file read whole takes one read and the
+    empty one that finds its end; a file that grew since is read on in 1 MB steps."""
+    chunks, got, want = [], 0, size + 1
+    while limit is None or got < limit:
+        chunk = os.read(fd, want if limit is None else min(want, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        want = 1 << 20
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _walk_failures(failed: list[OSError]) -> Iterator[ListingError]:

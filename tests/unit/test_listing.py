@@ -161,6 +161,25 @@ def test_a_read_refuses_a_fifo_and_stops_past_the_byte_limit(tmp_path: Path):
     assert storage.read_object(str(tmp_path / "big.md"), None, max_bytes=100) == b"x" * 100
 
 
+def test_a_local_read_returns_every_byte_up_to_the_limit_whatever_the_size(tmp_path: Path):
+    """The pipeline's reader of local files: one store for all its reads, a file read whole
+    (empty, small, several MB) or refused past the limit, the same as ``read_object``."""
+    reader = storage.ObjectReader()
+    big = bytes(range(256)) * (3 * 4096 + 7)  # over 3 MB, not a multiple of a read step
+    for name, data in (("empty.md", b""), ("small.md", b"# a\n"), ("big.md", big)):
+        (tmp_path / name).write_bytes(data)
+        path = str(tmp_path / name)
+        assert reader(path, None, None) == data
+        assert reader(path, None, len(data)) == data
+        assert storage.read_object(path, None, max_bytes=len(data)) == data
+    with pytest.raises(stores.SourceTooLarge):
+        reader(str(tmp_path / "big.md"), None, len(big) - 1)
+    with pytest.raises(stores.SourceVanished):
+        reader(str(tmp_path / "gone.md"), None, None)
+    with pytest.raises(stores.NotRegularFile):
+        reader(str(tmp_path), None, None)
+
+
 def test_a_name_that_is_not_utf8_is_a_listing_error_not_a_crash(tmp_path: Path):
     (tmp_path / "ok.md").write_text("ok")
     bad = os.path.join(os.fsencode(tmp_path), b"caf\xe9.md")

@@ -10,7 +10,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pytest
 
-from chunkmill import ids
+from chunkmill import ids, schema
 from chunkmill.items import WorkItem
 from chunkmill.transforms import doc_plan, hash_join, prior, process_docs, staging
 from tests.helpers import SMALL, paragraphs
@@ -145,3 +145,42 @@ def test_a_damaged_staged_file_stops_the_run(tmp_path):
     Path(path).write_bytes(bytes(data))
     with pytest.raises(OSError, match="(?i)checksum|crc"):
         staging.read(path)
+
+
+def test_a_staged_file_cut_short_stops_the_run(tmp_path):
+    occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC}))
+    (path,) = {p for _, p, _ in occurrences}
+    data = Path(path).read_bytes()
+    for kept in (len(data) - 1, 100, 3):
+        Path(path).write_bytes(data[:kept])
+        with pytest.raises(staging.StagedFileDamaged, match="(?i)checksum|too short"):
+            staging.read(path)
+
+
+def test_a_staged_file_reads_back_alike_through_any_file_system(tmp_path, monkeypatch):
+    occurrences = _occurrences(_process(tmp_path, {"/c/a.md": DOC, "/c/b.md": DOC}))
+    (path,) = {p for _, p, _ in occurrences}
+    direct = staging.read(path)
+    # As on an object store: through Beam's FileSystems, bytes rather than an Arrow buffer.
+    monkeypatch.setattr(staging.stores, "local_path", lambda uri: None)
+    assert staging.read(path).equals(direct)
+    written = staging.write(str(tmp_path / "not-yet"), direct)
+    assert staging.read(written).equals(direct)
+    monkeypatch.undo()
+    assert staging.read(staging.write(str(tmp_path / "new" / "folder"), direct)).equals(direct)
+    assert direct.schema == schema.CHUNKS
+
+
+def test_a_staged_file_that_cannot_be_written_fails_the_bundle(tmp_path, monkeypatch):
+    """Staged files are written behind the documents; a write that fails still fails the
+    bundle that named the file, at the latest when the bundle ends."""
+
+    def refuse(path: str, table: pa.Table) -> None:
+        raise OSError(f"no space left for {path}")
+
+    monkeypatch.setattr(staging, "write_to", refuse)
+    with pytest.raises(OSError, match="no space left"):
+        _process(tmp_path, {"/c/a.md": DOC})
+    monkeypatch.setattr(process_docs, "_STAGE_ROWS", 1)  # each document staged mid-bundle
+    with pytest.raises(OSError, match="no space left"):
+        _process(tmp_path, {f"/c/{i}.md": DOC for i in range(4)})
