@@ -44,7 +44,6 @@ _ASCII_CUTS = "".join(c for c in map(chr, range(128)) if c.isspace()) + ".?!"
 _ASCII_STAND_INS = "".join(map(chr, [*range(0x01, 0x09), *range(0x0E, 0x13)]))
 _WIDE_CUTS = "".join(c for c in map(chr, range(128, 0x3001)) if c.isspace())
 _WIDE_STAND_IN = 0xF0000
-_MASK = str.maketrans(_ASCII_CUTS, _ASCII_STAND_INS)
 _UNMASK = str.maketrans(_ASCII_STAND_INS, _ASCII_CUTS)
 _MASK_WIDE = str.maketrans({c: chr(_WIDE_STAND_IN + ord(c)) for c in _WIDE_CUTS})
 _UNMASK_WIDE = str.maketrans({chr(_WIDE_STAND_IN + ord(c)): c for c in _WIDE_CUTS})
@@ -144,26 +143,55 @@ def masked(text: str, fits: Fits) -> str:
     found = blocks(text)
     if not found:
         return text
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data.translate(None, _ASCII_STAND_IN_BYTES)) != len(data):
-        return text  # an ASCII stand-in already
-    if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
+    copy = _masked_whole(text)
+    if copy is None:
         return text
-    mask = _mask if any(lead in data for lead in _WIDE_SPACE_LEADS) else _mask_ascii
+    # Masking is character by character: the copy's slices are the blocks' masked parts.
     parts: list[str] = []
     done = 0
     for start, end in found:
         parts.append(text[done:start])
         if fits(start, end):
-            parts.append(mask(text[start:end]))
+            parts.append(copy[start:end])
         else:
-            parts.append(_masked_lines(text, start, end, fits, mask))
+            parts.append(_masked_lines(text, copy, start, end, fits))
         done = end
     parts.append(text[done:])
     return "".join(parts)
 
 
-def _masked_lines(text: str, start: int, end: int, fits: Fits, mask: Callable[[str], str]) -> str:
+def _masked_whole(text: str) -> str | None:
+    """All of ``text`` masked, or None when it holds a stand-in already.
+
+    One ``bytes.translate`` does it: an ASCII character is one byte of the same value in
+    ASCII, Latin-1 and UTF-8 alike, and no byte of another character is below 0x80, so the
+    ASCII cut characters are replaced, and the stand-ins found (as the bytes it deletes), in
+    the text's bytes exactly. A text of ASCII or Latin-1 characters only (as CPython stores
+    most texts, one byte a character) is encoded and decoded as Latin-1, a plain copy; any
+    other as UTF-8. Wide whitespace (in Latin-1, U+0085 and U+00A0) needs ``str.translate``:
+    see ``_WIDE_SPACE_LEADS``."""
+    try:
+        data, codec = text.encode("latin-1"), "latin-1"
+    except UnicodeEncodeError:
+        data, codec = text.encode("utf-8", "surrogatepass"), "utf-8"
+    copy_data = data.translate(_MASK_BYTES, _ASCII_STAND_IN_BYTES)
+    if len(copy_data) != len(data):
+        return None  # an ASCII stand-in already
+    if codec == "latin-1":
+        wide = b"\x85" in data or b"\xa0" in data
+    else:
+        if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
+            return None
+        wide = any(lead in data for lead in _WIDE_SPACE_LEADS)
+    copy = copy_data.decode(codec, "surrogatepass")
+    if wide and _WIDE_SPACE.search(copy):
+        copy = copy.translate(_MASK_WIDE)
+    return copy
+
+
+def _masked_lines(text: str, copy: str, start: int, end: int, fits: Fits) -> str:
+    """The block [start, end) that does not fit, each of its trimmed lines that fits taken
+    from ``copy``, the rest from ``text``."""
     parts: list[str] = []
     line_start = start
     while line_start < end:
@@ -175,33 +203,16 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits, mask: Callable[[s
             parts.append(text[line_start:line_end])
         else:
             last = rstrip_end(text, first.start(), line_end)
-            inner = text[first.start() : last]
+            inner = copy if fits(first.start(), last) else text
             parts += [
                 text[line_start : first.start()],
-                mask(inner) if fits(first.start(), last) else inner,
+                inner[first.start() : last],
                 text[last:line_end],
             ]
         if line_end < end:
             parts.append("\n")
         line_start = line_end + 1
     return "".join(parts)
-
-
-def _mask(part: str) -> str:
-    masked = _mask_ascii(part)
-    if _WIDE_SPACE.search(masked):
-        masked = masked.translate(_MASK_WIDE)
-    return masked
-
-
-def _mask_ascii(part: str) -> str:
-    """``part`` with its ASCII cut characters replaced; a text without wide whitespace is
-    then masked whole. ``str.translate`` is fast from ASCII to ASCII only: any other text is
-    translated as UTF-8 bytes."""
-    if part.isascii():
-        return part.translate(_MASK)
-    data = part.encode("utf-8", "surrogatepass").translate(_MASK_BYTES)
-    return data.decode("utf-8", "surrogatepass")
 
 
 def unmasked(text: str) -> str:
