@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from chunkmill.chunking.base import TokenCounter, rstrip_end
-from chunkmill.chunking.markdown import LIST, NONSPACE, closing_fence_end, region_blocks
+from chunkmill.chunking.markdown import NONSPACE, closing_fence_end, list_blocks
 
 # Stand-ins: ASCII control characters that are neither whitespace nor sentence marks for the
 # ASCII characters the strategies cut at (str.translate has a fast path from ASCII to ASCII),
@@ -85,27 +84,56 @@ def blocks(text: str) -> list[tuple[int, int]]:
     """The trimmed ``(start, end)`` of every fence, table and list of ``text``, in order,
     overlapping ones merged."""
     fences = _fences(text)
-    found = list(fences)
+    lists: list[tuple[int, int]] = []  # trimmed already
     gap = 0
-    for start, end in [*fences, (len(text), len(text))]:
+    for start, end in fences:
         if start > gap:
-            out: list[Any] = []
-            region_blocks(text, gap, start, out)
-            found += [(s, e) for s, e, kind, _ in out if kind == LIST]
+            list_blocks(text, gap, start, lists)
         gap = end
-    row_end = -1
-    for candidate in _ROW_CANDIDATE.finditer(text):
-        if candidate.start() < row_end:
-            continue  # a row already matched
+    if len(text) > gap:
+        list_blocks(text, gap, len(text), lists)
+    found = _trimmed(text, fences)
+    tables: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        # A regex walks text a character at a time and str.find does not: the walk starts
+        # at the next "|", which most texts hold few of outside their tables.
+        pos = text.find("|", pos)
+        if pos < 0:
+            break
+        candidate = _ROW_CANDIDATE.search(text, pos)
+        if candidate is None:
+            break
         line_start = text.rfind("\n", 0, candidate.start()) + 1
         row = _DELIMITER_ROW.match(text, line_start)
         if row is not None:
-            row_end = row.end()
-            found.append(_table(text, row.start(), row_end))
+            pos = row.end()  # the row's other candidates are in it
+            tables.append(_table(text, row.start(), pos))
         else:  # the line is not a row: skip its other candidates
             newline = text.find("\n", candidate.start())
-            row_end = len(text) if newline < 0 else newline
-    return _merged(text, found)
+            if newline < 0:
+                break
+            pos = newline
+    if tables:
+        found += _trimmed(text, tables)
+    if lists:
+        found += lists
+    if len(found) < 2:
+        return found
+    return _merged(found)
+
+
+def _trimmed(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` trimmed of whitespace at both ends, those of whitespace only dropped."""
+    out: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if text[start].isspace():
+            first = NONSPACE.search(text, start, end)
+            if first is None:
+                continue
+            start = first.start()
+        out.append((start, rstrip_end(text, start, end)))
+    return out
 
 
 def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
@@ -119,15 +147,13 @@ def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
     return header, rows.end()
 
 
-def _merged(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Trimmed ranges in order, those that overlap or touch joined."""
     out: list[tuple[int, int]] = []
     for start, end in sorted(ranges):
-        first = NONSPACE.search(text, start, end)
-        if first is None:
-            continue
-        start, end = first.start(), rstrip_end(text, first.start(), end)
         if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
         else:
             out.append((start, end))
     return out
