@@ -123,7 +123,10 @@ class FittedChunker:
         if not spans or not (self._may_cut or self.min_chunk_tokens):
             return spans, None
         measure = _Measure(work, self.token_counter if work is text else self._masked_counter)
-        counts = [measure.tokens(s.start, s.end) for s in spans]
+        if measure.by_length:
+            counts = [(s.end - s.start + 3) // 4 for s in spans]
+        else:
+            counts = [measure.tokens(s.start, s.end) for s in spans]
         changed = False
         if self._may_cut and max(counts) > self.max_embed_tokens:
             spans, counts = self._cut(text, spans, counts, measure)
