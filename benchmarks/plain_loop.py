@@ -1,15 +1,20 @@
 """The floor of the end-to-end benchmark: chunkmill's per-document work in a plain
 single-process Python loop, without Beam.
 
-    python -m benchmarks.plain_loop CORPUS_DIR OUT_DIR
+    python -m benchmarks.plain_loop CORPUS_DIR OUT_DIR [--strategy paragraph]
 
 It does what a first run of the pipeline does for every document, in one process: list the
 corpus (sorted walk), read each file, extract, chunk and hash it with the same function the
-pipeline's workers call (``chunkmill.document.process_document``, default ``auto``
-strategy), and write the ``chunks``, ``manifest`` and ``errors`` tables with pyarrow, a
-record batch at a time. What it leaves out is what only an incremental pipeline needs: the
-joins with a prior manifest (there is none on a first run), the run report and publishing.
+pipeline's workers call (``chunkmill.document.process_document``, the ``auto`` strategy
+unless ``--strategy`` names another), and write the ``chunks``, ``manifest`` and ``errors``
+tables with pyarrow, a record batch at a time. What it leaves out is what only an
+incremental pipeline needs: the joins with a prior manifest (there is none on a first run),
+the run report and publishing.
 The difference between this and ``chunkmill run`` is what Beam and the diff cost.
+
+It prints the counts, then the CPU time of the whole loop and of the per-document work
+alone: the ``process_document`` calls, each on bytes already read (the figure
+``benchmarks/README.md`` follows for the per-document work).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from chunkmill import ids, schema
-from chunkmill.config import Chunking, ChunkingConfig
+from chunkmill.chunking.registry import available
+from chunkmill.config import AUTO, Chunking, ChunkingConfig
 from chunkmill.document import process_document
 from chunkmill.items import WorkItem, source_version
 
@@ -65,14 +72,16 @@ class _TableWriter:
         self._writer.close()
 
 
-def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> dict[str, int]:
-    """Process every file under ``corpus_dir`` into tables under ``out_dir``; returns counts."""
+def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> dict[str, Any]:
+    """Process every file under ``corpus_dir`` into tables under ``out_dir``; returns counts
+    and the CPU seconds of the per-document work (``work_cpu_s``)."""
     chunking = Chunking(config or ChunkingConfig())
     writers = {
         name: _TableWriter(os.path.join(out_dir, name, "part-00000.parquet"), schema.TABLES[name])
         for name in ("chunks", "manifest", "errors")
     }
-    counts = {"docs": 0, "bytes": 0, "chunks": 0, "failed": 0}
+    counts: dict[str, Any] = {"docs": 0, "bytes": 0, "chunks": 0, "failed": 0}
+    work_cpu = 0.0
     manifest_fields = schema.MANIFEST_FIELDS
     # chunks/ holds each hash once, as the pipeline's does (its shuffle by hash does this).
     seen: set[str] = set()
@@ -86,7 +95,9 @@ def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> 
         )
         with open(path, "rb") as f:
             data = f.read()
+        started = time.process_time()
         outcome = process_document(item, data, chunking)
+        work_cpu += time.process_time() - started
         counts["docs"] += 1
         counts["bytes"] += len(data)
         if outcome.error is not None:
@@ -101,6 +112,7 @@ def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> 
             writers["manifest"].add({k: row[k] for k in manifest_fields})
     for writer in writers.values():
         writer.close()
+    counts["work_cpu_s"] = work_cpu
     return counts
 
 
@@ -108,9 +120,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plain_loop", description=__doc__)
     parser.add_argument("corpus_dir")
     parser.add_argument("out_dir")
+    parser.add_argument(
+        "--strategy",
+        choices=[AUTO, *available()],
+        default=AUTO,
+        help="the chunking strategy (default: auto, as chunkmill run)",
+    )
     args = parser.parse_args(argv)
-    counts = run(os.path.abspath(args.corpus_dir), args.out_dir)
+    started = time.process_time()
+    counts = run(
+        os.path.abspath(args.corpus_dir), args.out_dir, ChunkingConfig(strategy=args.strategy)
+    )
+    total_cpu = time.process_time() - started
+    work_cpu = counts.pop("work_cpu_s")
     print(" ".join(f"{k}={v}" for k, v in counts.items()))
+    print(
+        f"cpu_s={total_cpu:.3f} (the loop) work_cpu_s={work_cpu:.3f} "
+        f"(process_document, {args.strategy})"
+    )
     return 0
 
 

@@ -349,6 +349,8 @@ def _chunk_rows(
         "extracted_by": None,
     }
     paths = _heading_paths(doc, spans) if chunking.config.heading_context else None
+    has_outline = doc.outline is not None
+    chunk_hash, chunk_id = ids.chunk_hash, ids.chunk_id
     seen: dict[str, int] = {}
     rows: list[dict[str, object]] = []
     for index, span in enumerate(spans):
@@ -371,7 +373,7 @@ def _chunk_rows(
             if headed is not None:
                 embed_text, tokens = headed
                 row["text_with_context"] = embed_text
-        h = ids.chunk_hash(embed_text)
+        h = chunk_hash(embed_text)
         occurrence = seen.get(h, 0)
         seen[h] = occurrence + 1
         if has_pages:
@@ -379,7 +381,7 @@ def _chunk_rows(
             if pages is not None:
                 row["page_start"], row["page_end"] = pages
             row["extracted_by"] = doc.extracted_by_of(span.start, span.end)
-        row["chunk_id"] = ids.chunk_id(doc_id, h, occurrence)
+        row["chunk_id"] = chunk_id(doc_id, h, occurrence)
         row["chunk_hash"] = h
         row["chunk_index"] = index
         row["char_start"] = span.start
@@ -387,9 +389,11 @@ def _chunk_rows(
         row["token_count"] = tokens
         if span.section_path is not None:
             row["section_path"] = list(span.section_path)
-        else:  # a PDF's bookmarks, where it has them; None otherwise
+        elif has_outline:  # a PDF's bookmarks, where it has them
             outline_path = doc.section_at(span.start)
             row["section_path"] = None if outline_path is None else list(outline_path)
+        else:
+            row["section_path"] = None
         row["section_anchor"] = span.section_anchor
         row["section_chunk_index"] = span.section_chunk_index
         row["paragraph_index"] = span.paragraph_index

@@ -55,7 +55,7 @@ from typing import Any
 
 from chunkmill.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
 from chunkmill.chunking.paragraphs import pieces
-from chunkmill.chunking.structure import Unmasking, masked
+from chunkmill.chunking.structure import Fits, Unmasking, masked
 from chunkmill.chunking.token_split import TokenSplit
 
 # How a strategy's size parameter is read: a limit in tokens of the token counter...
@@ -118,12 +118,15 @@ class FittedChunker:
     def split_counted(self, text: str) -> tuple[list[Span], list[int] | None]:
         """``split(text)``, and the token count of each chunk's text where fitting had to
         count them (None where it did not), so that a caller need not count them again."""
-        work = masked(text, lambda a, b: self._fits(text, a, b)) if self.keep_structure else text
+        work = masked(text, self._fits_in(text)) if self.keep_structure else text
         spans = self.chunker.split(work)
         if not spans or not (self._may_cut or self.min_chunk_tokens):
             return spans, None
         measure = _Measure(work, self.token_counter if work is text else self._masked_counter)
-        counts = [measure.tokens(s.start, s.end) for s in spans]
+        if measure.by_length:
+            counts = [(s.end - s.start + 3) // 4 for s in spans]
+        else:
+            counts = [measure.tokens(s.start, s.end) for s in spans]
         changed = False
         if self._may_cut and max(counts) > self.max_embed_tokens:
             spans, counts = self._cut(text, spans, counts, measure)
@@ -133,6 +136,18 @@ class FittedChunker:
             changed = changed or len(merged) != len(spans)
             spans = merged
         return (renumber(spans) if changed else spans), counts
+
+    def _fits_in(self, text: str) -> Fits:
+        """``_fits`` over ``text``; where counts are lengths, one comparison of lengths."""
+        if self.token_counter is not chars4:
+            return lambda start, end: self._fits(text, start, end)
+        limit = self.max_embed_tokens
+        if self._max_tokens is not None:
+            limit = min(limit, self._max_tokens)
+        longest = limit * 4  # (size + 3) // 4 <= limit
+        if self._max_chars is not None:
+            longest = min(longest, self._max_chars)
+        return lambda start, end: end - start <= longest
 
     def _fits(self, text: str, start: int, end: int) -> bool:
         """Whether ``text[start:end]`` fits a chunk on its own: the strategy's limit and

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from chunkmill.chunking.base import TokenCounter, rstrip_end
-from chunkmill.chunking.markdown import LIST, NONSPACE, closing_fence_end, region_blocks
+from chunkmill.chunking.markdown import NONSPACE, closing_fence_end, list_blocks
 
 # Stand-ins: ASCII control characters that are neither whitespace nor sentence marks for the
 # ASCII characters the strategies cut at (str.translate has a fast path from ASCII to ASCII),
@@ -44,7 +43,6 @@ _ASCII_CUTS = "".join(c for c in map(chr, range(128)) if c.isspace()) + ".?!"
 _ASCII_STAND_INS = "".join(map(chr, [*range(0x01, 0x09), *range(0x0E, 0x13)]))
 _WIDE_CUTS = "".join(c for c in map(chr, range(128, 0x3001)) if c.isspace())
 _WIDE_STAND_IN = 0xF0000
-_MASK = str.maketrans(_ASCII_CUTS, _ASCII_STAND_INS)
 _UNMASK = str.maketrans(_ASCII_STAND_INS, _ASCII_CUTS)
 _MASK_WIDE = str.maketrans({c: chr(_WIDE_STAND_IN + ord(c)) for c in _WIDE_CUTS})
 _UNMASK_WIDE = str.maketrans({chr(_WIDE_STAND_IN + ord(c)): c for c in _WIDE_CUTS})
@@ -62,10 +60,10 @@ _UNMASK_BYTES = bytes.maketrans(_ASCII_STAND_IN_BYTES, _ASCII_CUTS.encode())
 _WIDE_STAND_IN_LEAD = b"\xf3"
 _WIDE_SPACE_LEADS = (b"\xc2", b"\xe1", b"\xe2", b"\xe3")
 
-# Matched at a line's start; found through _FENCE_CANDIDATE, whose literal first character
-# lets sre skip through the text in C (a "^" pattern under re.M is tried at every position).
+# Matched at a line's start, found by _next_fence_line (a "^" pattern under re.M is tried at
+# every position).
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[^\n]*")
-_FENCE_CANDIDATE = re.compile(r"\n {0,3}(?:```|~~~)")
+_FENCE_RUNS = (re.compile("```"), re.compile("~~~"))
 # A delimiter row holds a "|" then a dash (after blanks and a colon): the candidate to look
 # for, matched in full (_DELIMITER_ROW) from its line's start.
 _ROW_CANDIDATE = re.compile(r"\|[ \t]*:?-")
@@ -86,27 +84,56 @@ def blocks(text: str) -> list[tuple[int, int]]:
     """The trimmed ``(start, end)`` of every fence, table and list of ``text``, in order,
     overlapping ones merged."""
     fences = _fences(text)
-    found = list(fences)
+    lists: list[tuple[int, int]] = []  # trimmed already
     gap = 0
-    for start, end in [*fences, (len(text), len(text))]:
+    for start, end in fences:
         if start > gap:
-            out: list[Any] = []
-            region_blocks(text, gap, start, out)
-            found += [(s, e) for s, e, kind, _ in out if kind == LIST]
+            list_blocks(text, gap, start, lists)
         gap = end
-    row_end = -1
-    for candidate in _ROW_CANDIDATE.finditer(text):
-        if candidate.start() < row_end:
-            continue  # a row already matched
+    if len(text) > gap:
+        list_blocks(text, gap, len(text), lists)
+    found = _trimmed(text, fences)
+    tables: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        # A regex walks text a character at a time and str.find does not: the walk starts
+        # at the next "|", which most texts hold few of outside their tables.
+        pos = text.find("|", pos)
+        if pos < 0:
+            break
+        candidate = _ROW_CANDIDATE.search(text, pos)
+        if candidate is None:
+            break
         line_start = text.rfind("\n", 0, candidate.start()) + 1
         row = _DELIMITER_ROW.match(text, line_start)
         if row is not None:
-            row_end = row.end()
-            found.append(_table(text, row.start(), row_end))
+            pos = row.end()  # the row's other candidates are in it
+            tables.append(_table(text, row.start(), pos))
         else:  # the line is not a row: skip its other candidates
             newline = text.find("\n", candidate.start())
-            row_end = len(text) if newline < 0 else newline
-    return _merged(text, found)
+            if newline < 0:
+                break
+            pos = newline
+    if tables:
+        found += _trimmed(text, tables)
+    if lists:
+        found += lists
+    if len(found) < 2:
+        return found
+    return _merged(found)
+
+
+def _trimmed(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` trimmed of whitespace at both ends, those of whitespace only dropped."""
+    out: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if text[start].isspace():
+            first = NONSPACE.search(text, start, end)
+            if first is None:
+                continue
+            start = first.start()
+        out.append((start, rstrip_end(text, start, end)))
+    return out
 
 
 def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
@@ -120,15 +147,13 @@ def _table(text: str, row_start: int, row_end: int) -> tuple[int, int]:
     return header, rows.end()
 
 
-def _merged(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Trimmed ranges in order, those that overlap or touch joined."""
     out: list[tuple[int, int]] = []
     for start, end in sorted(ranges):
-        first = NONSPACE.search(text, start, end)
-        if first is None:
-            continue
-        start, end = first.start(), rstrip_end(text, first.start(), end)
         if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
         else:
             out.append((start, end))
     return out
@@ -144,26 +169,55 @@ def masked(text: str, fits: Fits) -> str:
     found = blocks(text)
     if not found:
         return text
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data.translate(None, _ASCII_STAND_IN_BYTES)) != len(data):
-        return text  # an ASCII stand-in already
-    if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
+    copy = _masked_whole(text)
+    if copy is None:
         return text
-    mask = _mask if any(lead in data for lead in _WIDE_SPACE_LEADS) else _mask_ascii
+    # Masking is character by character: the copy's slices are the blocks' masked parts.
     parts: list[str] = []
     done = 0
     for start, end in found:
         parts.append(text[done:start])
         if fits(start, end):
-            parts.append(mask(text[start:end]))
+            parts.append(copy[start:end])
         else:
-            parts.append(_masked_lines(text, start, end, fits, mask))
+            parts.append(_masked_lines(text, copy, start, end, fits))
         done = end
     parts.append(text[done:])
     return "".join(parts)
 
 
-def _masked_lines(text: str, start: int, end: int, fits: Fits, mask: Callable[[str], str]) -> str:
+def _masked_whole(text: str) -> str | None:
+    """All of ``text`` masked, or None when it holds a stand-in already.
+
+    One ``bytes.translate`` does it: an ASCII character is one byte of the same value in
+    ASCII, Latin-1 and UTF-8 alike, and no byte of another character is below 0x80, so the
+    ASCII cut characters are replaced, and the stand-ins found (as the bytes it deletes), in
+    the text's bytes exactly. A text of ASCII or Latin-1 characters only (as CPython stores
+    most texts, one byte a character) is encoded and decoded as Latin-1, a plain copy; any
+    other as UTF-8. Wide whitespace (in Latin-1, U+0085 and U+00A0) needs ``str.translate``:
+    see ``_WIDE_SPACE_LEADS``."""
+    try:
+        data, codec = text.encode("latin-1"), "latin-1"
+    except UnicodeEncodeError:
+        data, codec = text.encode("utf-8", "surrogatepass"), "utf-8"
+    copy_data = data.translate(_MASK_BYTES, _ASCII_STAND_IN_BYTES)
+    if len(copy_data) != len(data):
+        return None  # an ASCII stand-in already
+    if codec == "latin-1":
+        wide = b"\x85" in data or b"\xa0" in data
+    else:
+        if _WIDE_STAND_IN_LEAD in data and _HAS_WIDE_STAND_IN.search(text):
+            return None
+        wide = any(lead in data for lead in _WIDE_SPACE_LEADS)
+    copy = copy_data.decode(codec, "surrogatepass")
+    if wide and _WIDE_SPACE.search(copy):
+        copy = copy.translate(_MASK_WIDE)
+    return copy
+
+
+def _masked_lines(text: str, copy: str, start: int, end: int, fits: Fits) -> str:
+    """The block [start, end) that does not fit, each of its trimmed lines that fits taken
+    from ``copy``, the rest from ``text``."""
     parts: list[str] = []
     line_start = start
     while line_start < end:
@@ -175,33 +229,16 @@ def _masked_lines(text: str, start: int, end: int, fits: Fits, mask: Callable[[s
             parts.append(text[line_start:line_end])
         else:
             last = rstrip_end(text, first.start(), line_end)
-            inner = text[first.start() : last]
+            inner = copy if fits(first.start(), last) else text
             parts += [
                 text[line_start : first.start()],
-                mask(inner) if fits(first.start(), last) else inner,
+                inner[first.start() : last],
                 text[last:line_end],
             ]
         if line_end < end:
             parts.append("\n")
         line_start = line_end + 1
     return "".join(parts)
-
-
-def _mask(part: str) -> str:
-    masked = _mask_ascii(part)
-    if _WIDE_SPACE.search(masked):
-        masked = masked.translate(_MASK_WIDE)
-    return masked
-
-
-def _mask_ascii(part: str) -> str:
-    """``part`` with its ASCII cut characters replaced; a text without wide whitespace is
-    then masked whole. ``str.translate`` is fast from ASCII to ASCII only: any other text is
-    translated as UTF-8 bytes."""
-    if part.isascii():
-        return part.translate(_MASK)
-    data = part.encode("utf-8", "surrogatepass").translate(_MASK_BYTES)
-    return data.decode("utf-8", "surrogatepass")
 
 
 def unmasked(text: str) -> str:
@@ -268,15 +305,16 @@ def _fences(text: str) -> list[tuple[int, int]]:
     """Every code fence: from its opening line to the end of its closing line (or of the
     text); a backtick run with a backtick after it on its line is inline code."""
     out: list[tuple[int, int]] = []
+    runs = _FENCE_RUNS if "~" in text else _FENCE_RUNS[:1]  # most texts hold no "~"
     pos = 0
     while True:
         m = _FENCE.match(text, pos) if pos == 0 else None
         if m is None:
-            candidate = _FENCE_CANDIDATE.search(text, max(pos - 1, 0))
-            if candidate is None:
+            line_start = _next_fence_line(text, pos, runs)
+            if line_start < 0:
                 return out
-            m = _FENCE.match(text, candidate.start() + 1)
-            assert m is not None  # the candidate is a fence line's start
+            m = _FENCE.match(text, line_start)
+            assert m is not None  # a fence line's start
         run = m.group(1)
         if run[0] == "`" and "`" in text[m.end(1) : m.end()]:
             pos = m.end()
@@ -286,3 +324,33 @@ def _fences(text: str) -> list[tuple[int, int]]:
             end = len(text)
         out.append((m.start(), end))
         pos = max(end, m.end() + 1)
+
+
+def _next_fence_line(text: str, pos: int, runs: tuple[re.Pattern[str], ...]) -> int:
+    """The start of the first line after a newline, at or after ``pos``, that opens with up
+    to three spaces then a run of ``runs`` (three backticks, three tildes); -1 if none does.
+
+    A regex for a literal run skips through the text twice as fast as one tried at every
+    newline (or than ``str.find``); only the lines holding a run are looked at, each once."""
+    found = -1
+    for run in runs:
+        at = pos
+        end = len(text) if found < 0 else found
+        while True:
+            k = run.search(text, at, end)
+            if k is None:
+                break
+            start = k.start()
+            line_start = text.rfind("\n", 0, start) + 1
+            indent = start - line_start
+            if (
+                line_start >= max(pos, 1)
+                and indent <= 3
+                and text.startswith(" " * indent, line_start)
+            ):
+                found = line_start
+                break
+            at = text.find("\n", start)  # no other run on this line opens a fence
+            if at < 0:
+                break
+    return found

@@ -4,12 +4,15 @@ holds throughout."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkmill.api import chunk_text
 from chunkmill.chunking.base import chars4
+from chunkmill.chunking.markdown import LIST, list_blocks, region_blocks
 from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
 from chunkmill.config import Chunking, ChunkingConfig
 from tests.unit.chunker_contract import check_span_contract
@@ -186,3 +189,33 @@ def test_heading_context_heads_the_embedded_text_not_the_span():
     )  # fmt: skip
     assert all(chars4(c.text_with_context or c.text) <= 12 for c in tight)
     assert {c.text: c.text_with_context for c in tight}[fence_and_run] is None  # no room
+
+
+def test_fences_open_at_a_line_start_after_up_to_three_spaces():
+    text = (
+        "a ```inline``` b\n    ```\nindented four: code, not a fence\n"
+        "~~~\nx\n\ny\n~~~\nmid\n   ```py\nz\n\n   ```\nend"
+    )
+    assert [text[s:e] for s, e in blocks(text)] == [
+        "~~~\nx\n\ny\n~~~",
+        "```py\nz\n\n   ```",
+    ]
+
+
+# Markdown pieces that start and end lists, equations, fences and tables, in any order.
+piece = st.sampled_from(
+    ["- ", "* ", "+ ", "1. ", "2) ", "12. ", "$$", "\\[", "\\]", "```", "~~~", "|", "|---|",
+     "a", "b.", " ", "   ", "\t", "\n", "\n", "\n\n", "\n \n", "\r", "-", "é"]
+)  # fmt: skip
+markdownish = st.lists(piece, max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=markdownish, cut=st.floats(0, 1))
+def test_list_blocks_are_the_lists_region_blocks_finds(text, cut):
+    lo = int(len(text) * cut)
+    out: list[Any] = []
+    region_blocks(text, lo, len(text), out)
+    found: list[tuple[int, int]] = []
+    list_blocks(text, lo, len(text), found)
+    assert found == [(s, e) for s, e, kind, _ in out if kind == LIST]
