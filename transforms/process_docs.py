@@ -90,34 +90,37 @@ class _ProcessDocuments(PerBundle):
     def start_bundle(self) -> None:
         super().start_bundle()
         self._occurrences: list[dict[str, Any]] = []
-        self._writes: list[Future[None]] = []
+        # Staged files being written, each with the messages that name it.
+        self._writes: list[tuple[Future[None], list[tuple[str, Any]]]] = []
 
     def finish_bundle(self):
         yield from self._stage(window.GlobalWindows.windowed_value)
-        self._written(0)  # the bundle ends with its staged files whole, or fails
+        # The bundle ends with its staged files whole, or fails.
+        yield from self._written(0, window.GlobalWindows.windowed_value)
         yield from super().finish_bundle()
 
-    def _written(self, ahead: int) -> None:
-        """Waits until at most ``ahead`` staged files are still being written; a write that
-        failed fails the bundle (its outputs, naming the file, are then never committed)."""
+    def _written(self, ahead: int, wrap: Callable[[Any], Any] = lambda v: v):
+        """Waits until at most ``ahead`` staged files are still being written, and sends on
+        the messages of each file once it is whole: a step that reads a file named in a
+        message finds it whole, fused with this one or not. A write that failed fails the
+        bundle."""
         while len(self._writes) > ahead:
-            self._writes.pop(0).result()
+            write, messages = self._writes.pop(0)
+            write.result()
+            for value in messages:
+                yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))
 
     def _stage(self, wrap: Callable[[Any], Any] = lambda v: v):
-        """The held occurrences to a staged file; their hashes and ids to the hash join. The
-        file is written behind (``_written``): its name goes out before its bytes are down,
-        and the bundle waits for them before it ends, so no step after the grouping that
-        follows can look for a file that is not whole."""
+        """The held occurrences to a staged file written behind (``_written``), while the
+        next documents are read; their hashes and ids to the hash join once it is whole."""
         if not self._occurrences:
             return
         table = pa.Table.from_pylist(self._occurrences, schema=schema.CHUNKS)
         self._occurrences = []
         path = staging.new_path(self._staged_folder)
-        self._written(_WRITES_AHEAD - 1)
-        self._writes.append(self._writer.submit(staging.write_to, path, table))
-        for bucket, message in staged_ids(table):
-            value = (bucket, (CURRENT, (path, message)))
-            yield beam.pvalue.TaggedOutput(_OCCURRENCES, wrap(value))
+        yield from self._written(_WRITES_AHEAD - 1, wrap)
+        messages = [(bucket, (CURRENT, (path, message))) for bucket, message in staged_ids(table)]
+        self._writes.append((self._writer.submit(staging.write_to, path, table), messages))
 
     def process(self, element: tuple[str, Iterable[tuple[Any, ...]]]):
         doc, works = element
