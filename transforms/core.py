@@ -82,12 +82,14 @@ class ChunkCorpus(beam.PTransform):
         read_bytes: ReadBytes = read_file,
         read_prior: prior.ReadPart = prior.read_part,
         staged_folder: str | None = None,
+        text_store: bool = False,
     ) -> None:
         super().__init__()
         self._config = config
         self._read_bytes = read_bytes
         self._read_prior = read_prior
         self._staged_folder = staged_folder
+        self._text_store = text_store
 
     def expand(self, inputs: dict[str, beam.PCollection[Any]]) -> dict[str, beam.PCollection[Any]]:
         parts = inputs.get("prior")  # None: a first run, with nothing to diff against
@@ -106,7 +108,7 @@ class ChunkCorpus(beam.PTransform):
         to_mark = {"occurrences": docs["occurrences"]}
         to_batch = {"errors": docs["errors"], "listing_errors": listing["error_rows"]}
         counted = [listing["counts"], planned["counts"], docs["counts"]]
-        table_files: dict[str, beam.PCollection[Any]] = {}
+        files: list[beam.PCollection[Any]] = []
         if parts is not None:
             applied = (planned["verdicts"], docs["verdicts"]) | "ApplyVerdicts" >> (
                 prior.ApplyPriorVerdicts(staged_folder, self._read_prior)
@@ -116,18 +118,16 @@ class ChunkCorpus(beam.PTransform):
                 "gone": applied["gone"],
                 "persisting": applied["persisting"],
             }
-            table_files = {"table_files": applied["files"]}
+            files.append(applied["files"])
             counted.append(applied["counts"])
         marked = to_mark | "MarkNew" >> MarkNew()
         finished = marked["decided"] | "FinishStaged" >> FinishStaged(
-            model_window=self._config.model_window
+            staged_folder, model_window=self._config.model_window, text=self._text_store
         )
+        files.append(finished["files"])
         counted += [marked["counts"], finished["counts"]]
-        to_batch |= {
-            "manifest": finished["manifest"],
-            "chunks": finished["chunks"],
-            "added": finished["added"],
-            "retired": marked["retired"],
-        }
+        to_batch |= {"retired": marked["retired"]}
         tables = to_batch | "BatchTables" >> BatchTables()
-        return {**tables, **table_files, "counts": tuple(counted) | "SumCounts" >> SumCounts()}
+        table_files = tuple(files) | "TableFiles" >> beam.Flatten()
+        counts = tuple(counted) | "SumCounts" >> SumCounts()
+        return {**tables, "table_files": table_files, "counts": counts}

@@ -17,15 +17,16 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from apache_beam.transforms import window
 
 from chunkmill import schema
-from chunkmill.transforms import digests, prior, staging
+from chunkmill.transforms import digests, prior, sinks, staging, textstore
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
 # Tags of the values grouped by hash bucket in the hash join.
 CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
 
-# Tags of the outputs of the two steps.
+# Tags of MarkNew's outputs; the tables FinishStaged writes.
 _RETIRED = "retired"
 _CHUNKS = "chunks"
 _ADDED = "added"
@@ -180,41 +181,76 @@ class _MarkNew(PerBundle):
             yield beam.pvalue.TaggedOutput(_RETIRED, table)
 
 
+def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, pa.Table]:
+    """A staged file's rows split by their decisions (``(bucket, flags)`` of ``MarkNew``):
+    ``{"manifest": every row, flagged is_new; "added": its added occurrences; "chunks": the
+    chosen ones, text included}``, each in the file's row order. Every staged row has exactly
+    one decision (it is in one bucket), or ``RuntimeError``."""
+    rows = staging.read(path)
+    flags = _row_flags(path, rows, decided)
+    is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
+    tables = {"manifest": prior.as_table(rows, schema.MANIFEST, is_new=is_new)}
+    if pc.any(added).as_py():
+        added_rows, added_new = _where(added, rows, is_new)
+        tables[_ADDED] = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
+    else:
+        tables[_ADDED] = schema.ADDED.empty_table()
+    (tables[_CHUNKS],) = _where(chosen, rows)
+    return tables
+
+
+def text_rows(chunks: pa.Table) -> pa.Table:
+    """chunks/ rows as the text store's (``textstore.TEXT_SCHEMA``): hash and texts."""
+    text = textstore.TEXT_SCHEMA
+    return pa.Table.from_arrays([chunks[f.name].cast(f.type) for f in text], schema=text)
+
+
 class _FinishStaged(PerBundle):
-    """``(staged path, [(bucket, flags)])`` → the staged file's rows as manifest rows
-    flagged ``is_new``, tagged ``_ADDED`` its added occurrences and ``_CHUNKS`` its chosen
-    ones, text included. Every staged row has exactly one decision (it is in one bucket).
+    """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
+    wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
+    flagged ``is_new``, its added occurrences and its chosen ones, text included
+    (``staged_tables``), written where they are decided, for ``WriteTables`` to name; with
+    ``text``, the chosen ones' text also as the text store's rows (``textstore.TEXT``), for
+    the run's publishing step to name instead of reading chunks/ back.
 
     With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
     tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
     to embed longer than that window: the model would read only their start.
     """
 
-    def __init__(self, model_window: int | None = None) -> None:
+    def __init__(self, temp: str, model_window: int | None = None, *, text: bool = False) -> None:
+        self._temp = temp
         self._model_window = model_window
+        self._text = text
 
-    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]):
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        # New files for every attempt: a failed one's are never named.
+        self._files = sinks.TableFiles(self._temp)
+
+    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]) -> None:
         path, decided = element
-        rows = staging.read(path)
-        flags = _row_flags(path, rows, decided)
-        is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
+        tables = staged_tables(path, decided)
+        manifest, embed = tables["manifest"], tables[_CHUNKS]
         tally = self._tally
-        tally["chunks_total"] += rows.num_rows
-        tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
-        yield prior.as_table(rows, schema.MANIFEST, is_new=is_new)
-        if pc.any(added).as_py():
-            added_rows, added_new = _where(added, rows, is_new)
-            tally["occurrences_added"] += added_rows.num_rows
-            table = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
-            yield beam.pvalue.TaggedOutput(_ADDED, table)
-        (embed,) = _where(chosen, rows)
+        tally["chunks_total"] += manifest.num_rows
+        tally["chunks_new_occurrences"] += pc.sum(manifest["is_new"]).as_py() or 0
+        tally["occurrences_added"] += tables[_ADDED].num_rows
         if embed.num_rows:
             tally["chunks_to_embed"] += embed.num_rows
             tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
             if self._model_window is not None:
                 over = pc.greater(embed["token_count"], self._model_window)
                 tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
-            yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+        for name, table in tables.items():
+            self._files.write(name, table)
+        if self._text:
+            self._files.write(textstore.TEXT, text_rows(embed))
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        for written in self._files.close():
+            yield window.GlobalWindows.windowed_value(written)
 
 
 def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:
@@ -310,29 +346,25 @@ class MarkNew(beam.PTransform):
 
 @beam.typehints.with_input_types(tuple[str, tuple[str, bytes]])
 class FinishStaged(beam.PTransform):
-    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"manifest", "chunks",
-    "added": pa.Table, "counts": (name, n)}``: each staged file read once, its rows split by
-    their decisions (``_FinishStaged``). ``model_window``: the embedding model's input window
-    in tokens, where it is known."""
+    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"files": (table, path),
+    "counts": (name, n)}``: each staged file read once, its rows split by their decisions and
+    written under ``temp`` where they are decided (``_FinishStaged``): the manifest/,
+    chunks/ and added/ rows, and with ``text`` the text store's rows of chunks/.
+    ``model_window``: the embedding model's input window in tokens, where it is known."""
 
-    def __init__(self, *, model_window: int | None = None) -> None:
+    def __init__(self, temp: str, *, model_window: int | None = None, text: bool = False) -> None:
         super().__init__()
+        self._temp = temp
         self._model_window = model_window
+        self._text = text
 
     def expand(
         self, decided: beam.PCollection[tuple[str, tuple[str, bytes]]]
     ) -> dict[str, beam.PCollection]:
+        finish = _FinishStaged(self._temp, self._model_window, text=self._text)
         finished = (
             decided
             | "GroupByStagedFile" >> beam.GroupByKey()
-            | "Finish"
-            >> beam.ParDo(_FinishStaged(self._model_window)).with_outputs(
-                _CHUNKS, _ADDED, COUNTS, main="manifest"
-            )
+            | "Finish" >> beam.ParDo(finish).with_outputs(COUNTS, main="files")
         )
-        return {
-            "manifest": finished.manifest,
-            "chunks": finished[_CHUNKS],
-            "added": finished[_ADDED],
-            "counts": finished[COUNTS],
-        }
+        return {"files": finished.files, "counts": finished[COUNTS]}

@@ -21,9 +21,18 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
-from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES, TableGatherer
+from chunkmill.transforms import textstore
+from chunkmill.transforms.parquet_batches import (
+    ROW_GROUP_BUFFER_BYTES,
+    TEXT_ROW_GROUP_BYTES,
+    TableGatherer,
+)
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
+
+# What TableFiles writes: the run's tables and the text of its chunks/ rows.
+_SCHEMAS = {**schema.TABLES, textstore.TEXT: textstore.TEXT_SCHEMA}
+_TEXT_TABLES = frozenset({"chunks", textstore.TEXT})
 
 
 class WriteTables(beam.PTransform):
@@ -48,6 +57,7 @@ class WriteTables(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         temp = self._temp or temp_folder(self._output, self._run_id)
         final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
+        final[textstore.TEXT] = textstore.run_folder(self._output, self._run_id)
         written = [
             tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
             for name in schema.TABLES
@@ -77,10 +87,15 @@ def temp_table_path(temp: str, name: str) -> str:
 class TableFiles:
     """Rows of a run's tables written where a DoFn decides them, for ``WriteTables`` to name:
     per table, one file per bundle under ``temp`` (``temp_table_path``), in row groups
-    gathered up to ``row_group_bytes`` of Arrow buffers. ``close()`` gives the ``(table,
-    path)`` of each file, what the DoFn yields when its bundle ends. A bundle that fails
-    leaves its files unnamed in ``temp``, removed with it (``name_table_files``): only a
-    committed attempt's names reach the naming step, as with ``WriteTables``' own files."""
+    gathered up to ``row_group_bytes`` of Arrow buffers (``TEXT_ROW_GROUP_BYTES`` for the
+    tables that hold text: chunks/ and the text store's ``text``). ``close()`` gives the
+    ``(table, path)`` of each file, what the DoFn yields when its bundle ends. A bundle that
+    fails leaves its files unnamed in ``temp``, removed with it (``name_table_files``): only
+    a committed attempt's names reach the naming step, as with ``WriteTables``' own files.
+
+    Besides ``schema.TABLES``, ``name`` may be ``textstore.TEXT``: the text of the run's
+    chunks/ rows (``textstore.TEXT_SCHEMA``), which ``WriteTables`` names under the text
+    store's folder of the run for its publishing step (``textstore.write_run_text``)."""
 
     def __init__(self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES) -> None:
         self._temp = temp
@@ -89,10 +104,14 @@ class TableFiles:
         self._gathered: dict[str, TableGatherer] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
-        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
+        """``table`` (``schema.TABLES[name]``, or ``TEXT_SCHEMA``) into the bundle's file of
+        ``name``."""
         if not table.num_rows:
             return
-        gathered = self._gathered.setdefault(name, TableGatherer(self._group_bytes))
+        gathered = self._gathered.get(name)
+        if gathered is None:
+            size = TEXT_ROW_GROUP_BYTES if name in _TEXT_TABLES else self._group_bytes
+            gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
         for ready in gathered.add(table):
             self._file(name).write(ready)
 
@@ -111,7 +130,7 @@ class TableFiles:
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
         if file is None:
-            file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
+            file = TableFile(temp_table_path(self._temp, name), _SCHEMAS[name])
             self._files[name] = file
         return file
 
@@ -147,11 +166,15 @@ def name_table_files(
     """Moves each table's temporary files to ``TABLE/part-SSSSS-of-NNNNN.parquet`` (in
     temporary-name order), writes one empty file for a table that has none, removes the
     temporary folder with whatever else is in it (staged occurrences) and yields every final
-    path. Safe to retry: a file already moved is not moved again."""
+    path. Safe to retry: a file already moved is not moved again. The text of the run's
+    chunks/ rows (``textstore.TEXT``, when ``final`` names a folder for it) is named the same
+    way in the text store's folder of the run, without an empty file when there is none."""
     by_table: dict[str, list[str]] = {name: [] for name in final}
     for name, path in files:
         by_table[name].append(path)
     for name, paths in by_table.items():
+        if not paths and name not in schema.TABLES:
+            continue
         if not paths:
             empty = FileSystems.join(final[name], "part-00000-of-00001.parquet")
             if not FileSystems.exists(empty):
