@@ -77,8 +77,10 @@ def test_each_night_adds_only_its_new_text_and_names_every_live_hash_once(chunkm
         assert len(hashes) == len(set(hashes))  # never a hash twice
         assert set(hashes) - dead == manifest_hashes(run)
         assert not dead & manifest_hashes(run)
-    # r2's store file holds exactly its chunks/; r3 (unchanged) wrote none.
-    (r2_file,) = sorted((output / "text" / "r2").glob("text-*.parquet"))
+    # r2's store file holds exactly its chunks/ (written where its rows were decided, named
+    # as it is: none of its hashes was dead); r3 (unchanged) wrote none.
+    (r2_file,) = sorted((output / "text" / "r2").glob("part-*.parquet"))
+    assert "text/r2/part-00000-of-00001.parquet" in textstore.read_index(str(output), "r2").named()
     assert sorted(pq.read_table(r2_file)["chunk_hash"].to_pylist()) == sorted(
         r["chunk_hash"] for r in r2.rows("chunks")
     )
@@ -386,8 +388,8 @@ def test_a_run_over_a_damaged_store_is_refused_at_launch(chunkmill, corpus, caps
     r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
     output = r1.dir.parents[1]
     if damage == "file deleted":
-        (output / "text" / "r1" / "text-0.parquet").unlink()
-        named = "text-0.parquet"
+        (output / "text" / "r1" / "part-00000-of-00001.parquet").unlink()
+        named = "part-00000-of-00001.parquet"
     else:
         (r1.dir / textstore.INDEX).write_text('{"files": 3}')
         named = "r1"
