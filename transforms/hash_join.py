@@ -1,6 +1,6 @@
 """The join by hash bucket: this run's chunk occurrences against the prior state, into the
 run's delta (``MarkNew``), and the staged occurrences read back once, as the rows of the
-manifest, chunks/ and added/ (``FinishStaged``).
+manifest, chunks/ and added/, written to files where they are decided (``FinishStaged``).
 
 Only hashes and ids cross this join, as the bytes their hex spells (``digests``), and only a
 byte of flags per occurrence comes back; the occurrences' text waits in staged files

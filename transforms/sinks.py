@@ -3,10 +3,11 @@ run, then every file named ``TABLE/part-SSSSS-of-NNNNN.parquet`` in one step::
 
     OUTPUT/runs/RUN_ID/{chunks,manifest,removed,errors,added,retired}/part-*.parquet
 
-Rows decided in bulk upstream (the prior manifest's kept and removed rows) are written into
-the same temporary folder where they are decided (``TableFiles``), and only the files' names
-reach the naming step: on the local engine, whatever crosses a stage boundary is held in
-memory whole.
+Rows decided in bulk upstream (the prior manifest's kept and removed rows, the run's own
+manifest, chunks/ and added/ rows, and the text of chunks/ for the text store) are written
+into the same temporary folder where they are decided (``TableFiles``), and only the files'
+names reach the naming step: on the local engine, whatever crosses a stage boundary is held
+in memory whole, and Beam estimates the size of an Arrow table by pickling it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class WriteTables(beam.PTransform):
     temporary folder: a few transforms where a Beam file sink per table costs a dozen each,
     which shows in the fixed cost of every run. A table with no rows gets one empty file,
     so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
+    Files of the text store's rows (``textstore.TEXT``) are named
+    ``text/RUN_ID/part-SSSSS-of-NNNNN.parquet`` (``textstore.run_folder``), none when none.
     """
 
     def __init__(self, output: str, run_id: str, temp: str | None = None) -> None:
