@@ -43,6 +43,10 @@ COMPACT_MAX_FILES = 64
 COMPACT_FILE_ROWS = 1_000_000
 # Rounds a publisher tries when runs gc compacts the prior's text meanwhile.
 _PUBLISH_ROUNDS = 5
+# The most files of a run's text written where its rows were decided (one per bundle) that
+# its index names as they are; more (a run of many workers) are gathered into one file, so
+# that a night adds a file to the store, not one per bundle (COMPACT_MAX_FILES).
+NAMED_AS_WRITTEN = 8
 
 TEXT_SCHEMA = pa.schema(
     [
@@ -269,9 +273,10 @@ def write_run_text(
     before the store existed: then the store starts here (``start_store``).
 
     The text of chunks/ written where its rows were decided (``written_text``) is named as
-    it is when none of its hashes is dead in the base (always so for a run without a prior);
-    otherwise, and when there is none, the text is read (from those files, or from chunks/)
-    and written again without the revived hashes."""
+    it is when none of its hashes is dead in the base (always so for a run without a prior)
+    and it is in at most ``NAMED_AS_WRITTEN`` files; otherwise, and when there is none, the
+    text is read (from those files, or from chunks/) and written again as one file, without
+    the revived hashes."""
     base_path = None
     prior = (report.get("prior") or {}).get("run_id")
     base = base_index(output, report)
@@ -309,7 +314,11 @@ def write_run_text(
         if text_entries is not None and len(old_dead) and text_hashes is None:
             text_hashes = _hashes(text_paths) if text_paths else pa.array([], pa.string())
         new = pa.array([], pa.string()) if text_hashes is None else text_hashes
-        if text_entries is not None and not pc.any(pc.is_in(old_dead, value_set=new)).as_py():
+        if (
+            text_entries is not None
+            and len(text_entries) <= NAMED_AS_WRITTEN
+            and not pc.any(pc.is_in(old_dead, value_set=new)).as_py()
+        ):
             # None of its hashes is dead in the base: the text written where it was decided
             # is the run's, named as it is.
             files += text_entries
