@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from apache_beam.transforms import window
 
 from chunkmill import schema
-from chunkmill.transforms import digests, prior, sinks, staging, textstore
+from chunkmill.transforms import digests, prior, sinks, staging
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
 # Tags of the values grouped by hash bucket in the hash join.
@@ -199,12 +199,6 @@ def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, 
     return tables
 
 
-def text_rows(chunks: pa.Table) -> pa.Table:
-    """chunks/ rows as the text store's (``textstore.TEXT_SCHEMA``): hash and texts."""
-    text = textstore.TEXT_SCHEMA
-    return pa.Table.from_arrays([chunks[f.name].cast(f.type) for f in text], schema=text)
-
-
 class _FinishStaged(PerBundle):
     """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
     wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
@@ -226,7 +220,7 @@ class _FinishStaged(PerBundle):
     def start_bundle(self) -> None:
         super().start_bundle()
         # New files for every attempt: a failed one's are never named.
-        self._files = sinks.TableFiles(self._temp)
+        self._files = sinks.TableFiles(self._temp, text=self._text)
 
     def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]) -> None:
         path, decided = element
@@ -244,8 +238,6 @@ class _FinishStaged(PerBundle):
                 tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
         for name, table in tables.items():
             self._files.write(name, table)
-        if self._text:
-            self._files.write(textstore.TEXT, text_rows(embed))
 
     def finish_bundle(self):
         yield from super().finish_bundle()

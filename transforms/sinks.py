@@ -33,7 +33,6 @@ from chunkmill.transforms.runstate import run_dir, table_dir
 
 # What TableFiles writes: the run's tables and the text of its chunks/ rows.
 _SCHEMAS = {**schema.TABLES, textstore.TEXT: textstore.TEXT_SCHEMA}
-_TEXT_TABLES = frozenset({"chunks", textstore.TEXT})
 
 
 class WriteTables(beam.PTransform):
@@ -90,45 +89,53 @@ def temp_table_path(temp: str, name: str) -> str:
 class TableFiles:
     """Rows of a run's tables written where a DoFn decides them, for ``WriteTables`` to name:
     per table, one file per bundle under ``temp`` (``temp_table_path``), in row groups
-    gathered up to ``row_group_bytes`` of Arrow buffers (``TEXT_ROW_GROUP_BYTES`` for the
-    tables that hold text: chunks/ and the text store's ``text``). ``close()`` gives the
-    ``(table, path)`` of each file, what the DoFn yields when its bundle ends. A bundle that
-    fails leaves its files unnamed in ``temp``, removed with it (``name_table_files``): only
-    a committed attempt's names reach the naming step, as with ``WriteTables``' own files.
+    gathered up to ``row_group_bytes`` of Arrow buffers (at most ``TEXT_ROW_GROUP_BYTES``
+    for chunks/, which holds the text). ``close()`` gives the ``(table, path)`` of each file,
+    what the DoFn yields when its bundle ends. A bundle that fails leaves its files unnamed
+    in ``temp``, removed with it (``name_table_files``): only a committed attempt's names
+    reach the naming step, as with ``WriteTables``' own files.
 
-    Besides ``schema.TABLES``, ``name`` may be ``textstore.TEXT``: the text of the run's
-    chunks/ rows (``textstore.TEXT_SCHEMA``), which ``WriteTables`` names under the text
-    store's folder of the run for its publishing step (``textstore.write_run_text``)."""
+    With ``text``, every row group of chunks/ is also written, as the text store's rows
+    (``textstore.text_rows``: the same buffers, not copied), to a file of table
+    ``textstore.TEXT``, which ``WriteTables`` names under the text store's folder of the run
+    for its publishing step (``textstore.write_run_text``)."""
 
-    def __init__(self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES) -> None:
+    def __init__(
+        self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES, text: bool = False
+    ) -> None:
         self._temp = temp
         self._group_bytes = row_group_bytes
+        self._text = text
         self._files: dict[str, TableFile] = {}
         self._gathered: dict[str, TableGatherer] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
-        """``table`` (``schema.TABLES[name]``, or ``TEXT_SCHEMA``) into the bundle's file of
-        ``name``."""
+        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
         if not table.num_rows:
             return
         gathered = self._gathered.get(name)
         if gathered is None:
-            size = TEXT_ROW_GROUP_BYTES if name in _TEXT_TABLES else self._group_bytes
+            size = TEXT_ROW_GROUP_BYTES if name == "chunks" else self._group_bytes
             gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
         for ready in gathered.add(table):
-            self._file(name).write(ready)
+            self._write(name, ready)
 
     def close(self) -> list[tuple[str, str]]:
         """Writes what is held, closes every file; returns ``(table, path)`` of each."""
         for name, gathered in self._gathered.items():
             if gathered:
-                self._file(name).write(gathered.take())
+                self._write(name, gathered.take())
         self._gathered = {}
         written = [(name, file.path) for name, file in self._files.items()]
         for file in self._files.values():
             file.close()
         self._files = {}
         return written
+
+    def _write(self, name: str, table: pa.Table) -> None:
+        self._file(name).write(table)
+        if self._text and name == "chunks":
+            self._file(textstore.TEXT).write(textstore.text_rows(table))
 
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
