@@ -26,7 +26,7 @@ from chunkmill.transforms.counts import COUNTS, PerBundle
 # Tags of the values grouped by hash bucket in the hash join.
 CURRENT, _PRIOR, _GONE, _PERSISTING = 0, 1, 2, 3
 
-# Tags of MarkNew's outputs; the tables FinishStaged writes.
+# Tags of the outputs of the two steps.
 _RETIRED = "retired"
 _CHUNKS = "chunks"
 _ADDED = "added"
