@@ -47,10 +47,10 @@ def build(p: beam.Pipeline, settings: RunSettings) -> None:
     within = None if settings.follow_symlinks else local_roots(settings.inputs)
     reader = ObjectReader(billing_project=settings.billing_project, within=within)
     # The occurrences are staged in the run's temporary folder, removed when the tables are
-    # named.
+    # named; the text of chunks/ is written there too, for publishing to name in the store.
     temp = sinks.temp_folder(settings.output, settings.run_id)
     corpus = inputs | "ChunkCorpus" >> ChunkCorpus(
-        config=settings.config, read_bytes=reader, staged_folder=temp
+        config=settings.config, read_bytes=reader, staged_folder=temp, text_store=True
     )
     written = corpus | "WriteTables" >> sinks.WriteTables(
         settings.output, settings.run_id, temp=temp

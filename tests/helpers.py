@@ -88,9 +88,9 @@ def table_rows(tables: list[pa.Table]) -> list[dict[str, Any]]:
 
 
 def whole_tables(out: dict[str, Any], name: str) -> Any:
-    """ChunkCorpus's table ``name`` as one PCollection of Arrow tables: its own and, with a
-    prior, those of the files of its rows written where they were decided (``table_files``),
-    read back as ``WriteTables`` would publish them."""
+    """ChunkCorpus's table ``name`` as one PCollection of Arrow tables: its own and those of
+    the files of its rows written where they were decided (``table_files``), read back as
+    ``WriteTables`` would publish them."""
     import apache_beam as beam
 
     if "table_files" not in out:

@@ -41,11 +41,14 @@ class ChunkCorpus(beam.PTransform):
     ``'prior': PCollection[PriorPart]`` (the prior manifest's parts; without it, a first run:
     nothing is diffed, and the graph has no step for the prior) and ``'prior_errors':
     PCollection[(doc_id, PriorError)]`` (the prior run's errors/ rows) →
-    ``{'chunks', 'manifest', 'removed', 'errors', 'added', 'retired': PCollection[pa.Table],
-    'counts': PCollection[dict] (one element)}``, and with a prior ``'table_files':
-    PCollection[(table, path)]``: the prior's kept manifest rows and its removed rows, in
-    files written under ``staged_folder`` where they are decided (``WriteTables`` names them
-    with the rest); the ``manifest`` and ``removed`` tables then hold only the rest.
+    ``{'table_files': PCollection[(table, path)], 'errors', 'retired': PCollection[pa.Table],
+    'chunks', 'manifest', 'removed', 'added': empty PCollection[pa.Table], 'counts':
+    PCollection[dict] (one element)}``: the rows of manifest/, chunks/ and added/ (and with a
+    prior, its kept manifest rows and its removed rows) are in files written under
+    ``staged_folder`` where they are decided (``WriteTables`` names them with the rest), so
+    no table of text crosses a stage boundary. With ``text_store``, the text of the chunks/
+    rows is written there too, as the text store's rows (table ``textstore.TEXT``), for the
+    run's publishing step to name (``textstore.write_run_text``).
 
     The output contract (docs/design.md): chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
@@ -55,7 +58,7 @@ class ChunkCorpus(beam.PTransform):
     how many of each. A document that failed in the prior run at the version listed now,
     under the same attempt key (``carryover.is_known_failure``), is not read: it fails again
     with the same errors row, ``attempted`` false (``docs_failed_not_retried``). Tables come
-    out as Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteTables``.
+    out as files and Arrow tables of ``chunkmill.schema``'s schemas, ready for ``WriteTables``.
 
     The listing's skipped objects are counted (``docs_skipped``, ``skipped_by_reason``), not
     listed documents; its errors are errors/ rows of stage ``list`` (``listing_errors``), and
@@ -71,9 +74,9 @@ class ChunkCorpus(beam.PTransform):
 
     The chunk occurrences wait in staged files under ``staged_folder`` (``staging``; on a
     cluster a folder every worker reaches, such as the run's own temporary folder; default: a
-    local temporary folder) while only their hashes and ids cross the hash join; the prior's
-    kept and removed rows are written there too, and its hash counts by bucket, of which
-    only the place crosses the join.
+    local temporary folder) while only their hashes and ids cross the hash join; the tables'
+    files are written there too, and the prior's hash counts by bucket, of which only the
+    place crosses the join.
     """
 
     def __init__(
@@ -83,12 +86,14 @@ class ChunkCorpus(beam.PTransform):
         read_bytes: ReadBytes = read_file,
         read_prior: prior.ReadPart = prior.read_part,
         staged_folder: str | None = None,
+        text_store: bool = False,
     ) -> None:
         super().__init__()
         self._config = config
         self._read_bytes = read_bytes
         self._read_prior = read_prior
         self._staged_folder = staged_folder
+        self._text_store = text_store
 
     def expand(self, inputs: dict[str, beam.PCollection[Any]]) -> dict[str, beam.PCollection[Any]]:
         parts = inputs.get("prior")  # None: a first run, with nothing to diff against
@@ -109,7 +114,7 @@ class ChunkCorpus(beam.PTransform):
         to_mark = {"occurrences": docs["occurrences"]}
         to_batch = {"errors": docs["errors"], "listing_errors": listing["error_rows"]}
         counted = [listing["counts"], planned["counts"], docs["counts"]]
-        table_files: dict[str, beam.PCollection[Any]] = {}
+        files: list[beam.PCollection[Any]] = []
         if parts is not None:
             applied = (planned["verdicts"], docs["verdicts"]) | "ApplyVerdicts" >> (
                 prior.ApplyPriorVerdicts(staged_folder, self._read_prior)
@@ -119,18 +124,16 @@ class ChunkCorpus(beam.PTransform):
                 "gone": applied["gone"],
                 "persisting": applied["persisting"],
             }
-            table_files = {"table_files": applied["files"]}
+            files.append(applied["files"])
             counted.append(applied["counts"])
         marked = to_mark | "MarkNew" >> MarkNew()
         finished = marked["decided"] | "FinishStaged" >> FinishStaged(
-            model_window=self._config.model_window
+            staged_folder, model_window=self._config.model_window, text=self._text_store
         )
+        files.append(finished["files"])
         counted += [marked["counts"], finished["counts"]]
-        to_batch |= {
-            "manifest": finished["manifest"],
-            "chunks": finished["chunks"],
-            "added": finished["added"],
-            "retired": marked["retired"],
-        }
+        to_batch |= {"retired": marked["retired"]}
         tables = to_batch | "BatchTables" >> BatchTables()
-        return {**tables, **table_files, "counts": tuple(counted) | "SumCounts" >> SumCounts()}
+        table_files = tuple(files) | "TableFiles" >> beam.Flatten()
+        counts = tuple(counted) | "SumCounts" >> SumCounts()
+        return {**tables, "table_files": table_files, "counts": counts}

@@ -1,6 +1,6 @@
 """The join by hash bucket: this run's chunk occurrences against the prior state, into the
 run's delta (``MarkNew``), and the staged occurrences read back once, as the rows of the
-manifest, chunks/ and added/ (``FinishStaged``).
+manifest, chunks/ and added/, written to files where they are decided (``FinishStaged``).
 
 Only hashes and ids cross this join, as the bytes their hex spells (``digests``), and only a
 byte of flags per occurrence comes back; the occurrences' text waits in staged files
@@ -17,10 +17,10 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms import window
 
 from chunkmill import schema
-from chunkmill.transforms import digests, prior, staging
+from chunkmill.transforms import digests, prior, sinks, staging
 from chunkmill.transforms.counts import COUNTS, PerBundle
 
 # Tags of the values grouped by hash bucket in the hash join: this run's occurrences, and
@@ -150,11 +150,12 @@ class _MarkNew(PerBundle):
             yield from self._decide()
 
     def finish_bundle(self):
+        in_window = window.GlobalWindows.windowed_value
         for out in self._decide():
             if isinstance(out, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
+                yield beam.pvalue.TaggedOutput(out.tag, in_window(out.value))
             else:
-                yield GlobalWindows.windowed_value(out)
+                yield in_window(out)
         yield from super().finish_bundle()
 
     def _decide(self):
@@ -219,41 +220,68 @@ class _MarkNew(PerBundle):
             yield beam.pvalue.TaggedOutput(_RETIRED, table)
 
 
+def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, pa.Table]:
+    """A staged file's rows split by their decisions (``(bucket, flags)`` of ``MarkNew``):
+    ``{"manifest": every row, flagged is_new; "added": its added occurrences; "chunks": the
+    chosen ones, text included}``, each in the file's row order. Every staged row has exactly
+    one decision (it is in one bucket), or ``RuntimeError``."""
+    rows = staging.read(path)
+    flags = _row_flags(path, rows, decided)
+    is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
+    tables = {"manifest": prior.as_table(rows, schema.MANIFEST, is_new=is_new)}
+    if pc.any(added).as_py():
+        added_rows, added_new = _where(added, rows, is_new)
+        tables[_ADDED] = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
+    else:
+        tables[_ADDED] = schema.ADDED.empty_table()
+    (tables[_CHUNKS],) = _where(chosen, rows)
+    return tables
+
+
 class _FinishStaged(PerBundle):
-    """``(staged path, [(bucket, flags)])`` → the staged file's rows as manifest rows
-    flagged ``is_new``, tagged ``_ADDED`` its added occurrences and ``_CHUNKS`` its chosen
-    ones, text included. Every staged row has exactly one decision (it is in one bucket).
+    """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
+    wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
+    flagged ``is_new``, its added occurrences and its chosen ones, text included
+    (``staged_tables``), written where they are decided, for ``WriteTables`` to name; with
+    ``text``, the chosen ones' text also as the text store's rows (``textstore.TEXT``), for
+    the run's publishing step to name instead of reading chunks/ back.
 
     With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
     tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
     to embed longer than that window: the model would read only their start.
     """
 
-    def __init__(self, model_window: int | None = None) -> None:
+    def __init__(self, temp: str, model_window: int | None = None, *, text: bool = False) -> None:
+        self._temp = temp
         self._model_window = model_window
+        self._text = text
 
-    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]):
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        # New files for every attempt: a failed one's are never named.
+        self._files = sinks.TableFiles(self._temp, text=self._text)
+
+    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]) -> None:
         path, decided = element
-        rows = staging.read(path)
-        flags = _row_flags(path, rows, decided)
-        is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
+        tables = staged_tables(path, decided)
+        manifest, embed = tables["manifest"], tables[_CHUNKS]
         tally = self._tally
-        tally["chunks_total"] += rows.num_rows
-        tally["chunks_new_occurrences"] += pc.sum(is_new).as_py() or 0
-        yield prior.as_table(rows, schema.MANIFEST, is_new=is_new)
-        if pc.any(added).as_py():
-            added_rows, added_new = _where(added, rows, is_new)
-            tally["occurrences_added"] += added_rows.num_rows
-            table = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
-            yield beam.pvalue.TaggedOutput(_ADDED, table)
-        (embed,) = _where(chosen, rows)
+        tally["chunks_total"] += manifest.num_rows
+        tally["chunks_new_occurrences"] += pc.sum(manifest["is_new"]).as_py() or 0
+        tally["occurrences_added"] += tables[_ADDED].num_rows
         if embed.num_rows:
             tally["chunks_to_embed"] += embed.num_rows
             tally["tokens_to_embed"] += pc.sum(embed["token_count"]).as_py()
             if self._model_window is not None:
                 over = pc.greater(embed["token_count"], self._model_window)
                 tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
-            yield beam.pvalue.TaggedOutput(_CHUNKS, embed)
+        for name, table in tables.items():
+            self._files.write(name, table)
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        for written in self._files.close():
+            yield window.GlobalWindows.windowed_value(written)
 
 
 def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:
@@ -345,29 +373,25 @@ class MarkNew(beam.PTransform):
 
 @beam.typehints.with_input_types(tuple[str, tuple[str, bytes]])
 class FinishStaged(beam.PTransform):
-    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"manifest", "chunks",
-    "added": pa.Table, "counts": (name, n)}``: each staged file read once, its rows split by
-    their decisions (``_FinishStaged``). ``model_window``: the embedding model's input window
-    in tokens, where it is known."""
+    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"files": (table, path),
+    "counts": (name, n)}``: each staged file read once, its rows split by their decisions and
+    written under ``temp`` where they are decided (``_FinishStaged``): the manifest/,
+    chunks/ and added/ rows, and with ``text`` the text store's rows of chunks/.
+    ``model_window``: the embedding model's input window in tokens, where it is known."""
 
-    def __init__(self, *, model_window: int | None = None) -> None:
+    def __init__(self, temp: str, *, model_window: int | None = None, text: bool = False) -> None:
         super().__init__()
+        self._temp = temp
         self._model_window = model_window
+        self._text = text
 
     def expand(
         self, decided: beam.PCollection[tuple[str, tuple[str, bytes]]]
     ) -> dict[str, beam.PCollection]:
+        finish = _FinishStaged(self._temp, self._model_window, text=self._text)
         finished = (
             decided
             | "GroupByStagedFile" >> beam.GroupByKey()
-            | "Finish"
-            >> beam.ParDo(_FinishStaged(self._model_window)).with_outputs(
-                _CHUNKS, _ADDED, COUNTS, main="manifest"
-            )
+            | "Finish" >> beam.ParDo(finish).with_outputs(COUNTS, main="files")
         )
-        return {
-            "manifest": finished.manifest,
-            "chunks": finished[_CHUNKS],
-            "added": finished[_ADDED],
-            "counts": finished[COUNTS],
-        }
+        return {"files": finished.files, "counts": finished[COUNTS]}

@@ -25,7 +25,7 @@ from chunkmill import schema
 RECORD_BATCH_ROWS = 1_000
 ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
 # The Arrow buffers of chunks/ rows (text included) gathered into one row group.
-_TEXT_ROW_GROUP_BYTES = 8 * 1024 * 1024
+TEXT_ROW_GROUP_BYTES = 8 * 1024 * 1024
 
 
 def _buffer_bytes(batch: pa.RecordBatch) -> int:
@@ -155,29 +155,29 @@ class BatchTables(beam.PTransform):
     """The pieces of a run's tables → ``{"chunks", "manifest", "removed", "errors", "added",
     "retired": PCollection[pa.Table]}``, as few large tables, ready for ``WriteTables``.
 
-    ``"manifest"``, ``"chunks"``, ``"added"``, ``"retired"``: Arrow tables; ``"errors"`` and
-    ``"listing_errors"``: errors/ rows. The prior's kept and removed rows are not among them:
-    they are written to files where they are decided (``prior.ApplyVerdicts``), so
-    ``"removed"`` is empty."""
+    ``"retired"``: Arrow tables; ``"errors"`` and ``"listing_errors"``: errors/ rows. The
+    rows of manifest/, chunks/, added/ and removed/ are not among them: they are written to
+    files where they are decided (``hash_join.FinishStaged``, ``prior.ApplyVerdicts``), so
+    those four are empty."""
 
     def expand(self, parts: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        manifest = parts["manifest"] | "BatchManifest" >> beam.ParDo(ConcatTables())
-        # Nothing to remove here; an empty PCollection that costs no stage of its own.
-        removed = parts["errors"] | "NothingRemoved" >> beam.FlatMap(_nothing)
-        # Row groups of chunks/ hold the text: smaller, so that a worker holds less of it.
-        chunks = parts["chunks"] | "BatchChunks" >> beam.ParDo(
-            ConcatTables(row_group_buffer_bytes=_TEXT_ROW_GROUP_BYTES)
-        )
         errors = (
             (parts["errors"], parts["listing_errors"])
             | "FlattenErrors" >> beam.Flatten()
             | "ErrorsToArrow" >> beam.ParDo(RowsToArrowTables(schema.ERRORS))
         )
+        # Written elsewhere; empty PCollections that cost no stage of their own.
+        empty = {
+            name: parts["errors"] | f"Nothing{label}" >> beam.FlatMap(_nothing)
+            for name, label in (
+                ("chunks", "Chunked"),
+                ("manifest", "Listed"),
+                ("removed", "Removed"),
+                ("added", "Added"),
+            )
+        }
         return {
-            "chunks": chunks,
-            "manifest": manifest,
-            "removed": removed,
+            **empty,
             "errors": errors,
-            "added": parts["added"] | "BatchAdded" >> beam.ParDo(ConcatTables()),
             "retired": parts["retired"] | "BatchRetired" >> beam.ParDo(ConcatTables()),
         }

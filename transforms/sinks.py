@@ -3,10 +3,11 @@ run, then every file named ``TABLE/part-SSSSS-of-NNNNN.parquet`` in one step::
 
     OUTPUT/runs/RUN_ID/{chunks,manifest,removed,errors,added,retired}/part-*.parquet
 
-Rows decided in bulk upstream (the prior manifest's kept and removed rows) are written into
-the same temporary folder where they are decided (``TableFiles``), and only the files' names
-reach the naming step: on the local engine, whatever crosses a stage boundary is held in
-memory whole.
+Rows decided in bulk upstream (the prior manifest's kept and removed rows, the run's own
+manifest, chunks/ and added/ rows, and the text of chunks/ for the text store) are written
+into the same temporary folder where they are decided (``TableFiles``), and only the files'
+names reach the naming step: on the local engine, whatever crosses a stage boundary is held
+in memory whole, and Beam estimates the size of an Arrow table by pickling it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,17 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from chunkmill import schema
-from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES, TableGatherer
+from chunkmill.transforms import textstore
+from chunkmill.transforms.parquet_batches import (
+    ROW_GROUP_BUFFER_BYTES,
+    TEXT_ROW_GROUP_BYTES,
+    TableGatherer,
+)
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
+
+# What TableFiles writes: the run's tables and the text of its chunks/ rows.
+_SCHEMAS = {**schema.TABLES, textstore.TEXT: textstore.TEXT_SCHEMA}
 
 
 class WriteTables(beam.PTransform):
@@ -37,6 +46,8 @@ class WriteTables(beam.PTransform):
     temporary folder: a few transforms where a Beam file sink per table costs a dozen each,
     which shows in the fixed cost of every run. A table with no rows gets one empty file,
     so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
+    Files of the text store's rows (``textstore.TEXT``) are named
+    ``text/RUN_ID/part-SSSSS-of-NNNNN.parquet`` (``textstore.run_folder``), none when none.
     """
 
     def __init__(self, output: str, run_id: str, temp: str | None = None) -> None:
@@ -48,6 +59,7 @@ class WriteTables(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         temp = self._temp or temp_folder(self._output, self._run_id)
         final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
+        final[textstore.TEXT] = textstore.run_folder(self._output, self._run_id)
         written = [
             tables[name] | f"Write{name.title()}Files" >> beam.ParDo(_WriteTableFiles(name, temp))
             for name in schema.TABLES
@@ -77,14 +89,23 @@ def temp_table_path(temp: str, name: str) -> str:
 class TableFiles:
     """Rows of a run's tables written where a DoFn decides them, for ``WriteTables`` to name:
     per table, one file per bundle under ``temp`` (``temp_table_path``), in row groups
-    gathered up to ``row_group_bytes`` of Arrow buffers. ``close()`` gives the ``(table,
-    path)`` of each file, what the DoFn yields when its bundle ends. A bundle that fails
-    leaves its files unnamed in ``temp``, removed with it (``name_table_files``): only a
-    committed attempt's names reach the naming step, as with ``WriteTables``' own files."""
+    gathered up to ``row_group_bytes`` of Arrow buffers (at most ``TEXT_ROW_GROUP_BYTES``
+    for chunks/, which holds the text). ``close()`` gives the ``(table, path)`` of each file,
+    what the DoFn yields when its bundle ends. A bundle that fails leaves its files unnamed
+    in ``temp``, removed with it (``name_table_files``): only a committed attempt's names
+    reach the naming step, as with ``WriteTables``' own files.
 
-    def __init__(self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES) -> None:
+    With ``text``, every row group of chunks/ is also written, as the text store's rows
+    (``textstore.text_rows``: the same buffers, not copied), to a file of table
+    ``textstore.TEXT``, which ``WriteTables`` names under the text store's folder of the run
+    for its publishing step (``textstore.write_run_text``)."""
+
+    def __init__(
+        self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES, text: bool = False
+    ) -> None:
         self._temp = temp
         self._group_bytes = row_group_bytes
+        self._text = text
         self._files: dict[str, TableFile] = {}
         self._gathered: dict[str, TableGatherer] = {}
 
@@ -92,15 +113,18 @@ class TableFiles:
         """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
         if not table.num_rows:
             return
-        gathered = self._gathered.setdefault(name, TableGatherer(self._group_bytes))
+        gathered = self._gathered.get(name)
+        if gathered is None:
+            size = TEXT_ROW_GROUP_BYTES if name == "chunks" else self._group_bytes
+            gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
         for ready in gathered.add(table):
-            self._file(name).write(ready)
+            self._write(name, ready)
 
     def close(self) -> list[tuple[str, str]]:
         """Writes what is held, closes every file; returns ``(table, path)`` of each."""
         for name, gathered in self._gathered.items():
             if gathered:
-                self._file(name).write(gathered.take())
+                self._write(name, gathered.take())
         self._gathered = {}
         written = [(name, file.path) for name, file in self._files.items()]
         for file in self._files.values():
@@ -108,10 +132,15 @@ class TableFiles:
         self._files = {}
         return written
 
+    def _write(self, name: str, table: pa.Table) -> None:
+        self._file(name).write(table)
+        if self._text and name == "chunks":
+            self._file(textstore.TEXT).write(textstore.text_rows(table))
+
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
         if file is None:
-            file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
+            file = TableFile(temp_table_path(self._temp, name), _SCHEMAS[name])
             self._files[name] = file
         return file
 
@@ -147,11 +176,15 @@ def name_table_files(
     """Moves each table's temporary files to ``TABLE/part-SSSSS-of-NNNNN.parquet`` (in
     temporary-name order), writes one empty file for a table that has none, removes the
     temporary folder with whatever else is in it (staged occurrences) and yields every final
-    path. Safe to retry: a file already moved is not moved again."""
+    path. Safe to retry: a file already moved is not moved again. The text of the run's
+    chunks/ rows (``textstore.TEXT``, when ``final`` names a folder for it) is named the same
+    way in the text store's folder of the run, without an empty file when there is none."""
     by_table: dict[str, list[str]] = {name: [] for name in final}
     for name, path in files:
         by_table[name].append(path)
     for name, paths in by_table.items():
+        if not paths and name not in schema.TABLES:
+            continue
         if not paths:
             empty = FileSystems.join(final[name], "part-00000-of-00001.parquet")
             if not FileSystems.exists(empty):

@@ -43,6 +43,10 @@ COMPACT_MAX_FILES = 64
 COMPACT_FILE_ROWS = 1_000_000
 # Rounds a publisher tries when runs gc compacts the prior's text meanwhile.
 _PUBLISH_ROUNDS = 5
+# The most files of a run's text written where its rows were decided (one per bundle) that
+# its index names as they are; more (a run of many workers) are gathered into one file, so
+# that a night adds a file to the store, not one per bundle (COMPACT_MAX_FILES).
+NAMED_AS_WRITTEN = 8
 
 TEXT_SCHEMA = pa.schema(
     [
@@ -55,6 +59,13 @@ TEXT_SCHEMA = pa.schema(
 DEAD_SCHEMA = pa.schema(
     [pa.field("chunk_hash", pa.string(), nullable=False)], metadata=schema.CHUNKS.metadata
 )
+
+
+def text_rows(chunks: pa.Table) -> pa.Table:
+    """chunks/ rows as the store's (``TEXT_SCHEMA``): their hash and texts, not copied."""
+    return pa.Table.from_arrays(
+        [chunks[f.name].cast(f.type) for f in TEXT_SCHEMA], schema=TEXT_SCHEMA
+    )
 
 
 class CorruptIndex(ValueError):
@@ -235,6 +246,27 @@ def base_index(output: str, report: dict[str, Any]) -> TextIndex | None:
     return None
 
 
+def run_folder(output: str, run_id: str) -> str:
+    """``OUTPUT/text/RUN_ID``: the text files run ``run_id`` adds to the store."""
+    return FileSystems.join(output, TEXT, run_id)
+
+
+def written_text(
+    output: str, run_id: str, written: Sequence[str]
+) -> tuple[list[str], list[dict[str, Any]] | None]:
+    """The text files of the run's chunks/ rows written where they were decided (the paths
+    among ``written`` under ``run_folder``), and their entries for an index when they hold
+    exactly the rows of its chunks/ (None otherwise: its text is read from chunks/)."""
+    folder = run_folder(output, run_id) + "/"
+    paths = sorted(p for p in written if p.startswith(folder))
+    prefix = FileSystems.join(runstate.run_dir(output, run_id), "chunks") + "/"
+    chunks_rows = sum(parquet_io.footer_rows(p) for p in written if p.startswith(prefix))
+    rows = [parquet_io.footer_rows(p) for p in paths]
+    if sum(rows) != chunks_rows:
+        return paths, None
+    return paths, [_file_entry(output, p, n) for p, n in zip(paths, rows, strict=True) if n]
+
+
 def write_run_text(
     output: str, run_id: str, report: dict[str, Any], written: Sequence[str]
 ) -> TextIndex | None:
@@ -245,20 +277,32 @@ def write_run_text(
     it meanwhile, does it all again on the compacted one (``runs gc`` keeps every file an
     index names, so one read after this one's is written is enough). None, writing nothing,
     when the run has no store to add to (``base_index``), unless its prior run was written
-    before the store existed: then the store starts here (``start_store``)."""
+    before the store existed: then the store starts here (``start_store``).
+
+    The text of chunks/ written where its rows were decided (``written_text``) is named as
+    it is when none of its hashes is dead in the base (always so for a run without a prior)
+    and it is in at most ``NAMED_AS_WRITTEN`` files; otherwise, and when there is none, the
+    text is read (from those files, or from chunks/) and written again as one file, without
+    the revived hashes."""
     base_path = None
     prior = (report.get("prior") or {}).get("run_id")
     base = base_index(output, report)
-    folder = FileSystems.join(output, TEXT, run_id)
+    folder = run_folder(output, run_id)
     run = runstate.run_dir(output, run_id)
 
     def of(table: str) -> list[str]:
         prefix = FileSystems.join(run, table) + "/"
         return sorted(p for p in written if p.startswith(prefix))
 
+    text_paths, text_entries = written_text(output, run_id, written)
     if base is None:
+        # No store to add to, or one started from chunks/: the run's text files are not named.
+        if text_paths:
+            FileSystems.delete([p for p in text_paths if FileSystems.exists(p)])
         return start_store(output, run_id, of("manifest"), of("chunks")) if prior else None
     base_path = index_path(output, str(prior)) if prior else None
+    sources = of("chunks") if text_entries is None else text_paths
+    text_hashes: pa.Array | None = None  # of the text files, read once when something is dead
 
     for attempt in range(_PUBLISH_ROUNDS):
         seen = runstate.read_bytes(base_path) if base_path else b""
@@ -273,21 +317,33 @@ def write_run_text(
                     "--prior-manifest none"
                 ) from None
         old_dead = dead_hashes(output, base)
-        text_path = FileSystems.join(folder, f"text-{attempt}.parquet")
-        run_hashes: list[pa.Array] = []  # every hash of chunks/, gathered by the one read
-        added = _write(
-            text_path,
-            TEXT_SCHEMA,
-            _not_dead(
-                parquet_io.read_parquet_batches(of("chunks"), TEXT_SCHEMA.names),
-                old_dead,
-                run_hashes,
-            ),
-        )
         files = list(base.files)
-        if added:
-            files.append(_file_entry(output, text_path, added))
-        new = pc.unique(pa.chunked_array(run_hashes, pa.string()))
+        if text_entries is not None and len(old_dead) and text_hashes is None:
+            text_hashes = _hashes(text_paths) if text_paths else pa.array([], pa.string())
+        new = pa.array([], pa.string()) if text_hashes is None else text_hashes
+        if (
+            text_entries is not None
+            and len(text_entries) <= NAMED_AS_WRITTEN
+            and not pc.any(pc.is_in(old_dead, value_set=new)).as_py()
+        ):
+            # None of its hashes is dead in the base: the text written where it was decided
+            # is the run's, named as it is.
+            files += text_entries
+        else:
+            text_path = FileSystems.join(folder, f"text-{attempt}.parquet")
+            run_hashes: list[pa.Array] = []  # every hash of chunks/, gathered by the one read
+            added = _write(
+                text_path,
+                TEXT_SCHEMA,
+                _not_dead(
+                    parquet_io.read_parquet_batches(sources, TEXT_SCHEMA.names),
+                    old_dead,
+                    run_hashes,
+                ),
+            )
+            if added:
+                files.append(_file_entry(output, text_path, added))
+            new = pc.unique(pa.chunked_array(run_hashes, pa.string()))
         retired = _hashes(of("retired"))
         dead = base.dead
         revived = pc.is_in(old_dead, value_set=new)

@@ -19,7 +19,7 @@ import pytest
 
 from chunkmill.api import read_chunks
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import textstore
+from chunkmill.transforms import parquet_io, textstore
 from tests.e2e.conftest import prose
 
 pytestmark = pytest.mark.slow
@@ -77,8 +77,10 @@ def test_each_night_adds_only_its_new_text_and_names_every_live_hash_once(chunkm
         assert len(hashes) == len(set(hashes))  # never a hash twice
         assert set(hashes) - dead == manifest_hashes(run)
         assert not dead & manifest_hashes(run)
-    # r2's store file holds exactly its chunks/; r3 (unchanged) wrote none.
-    (r2_file,) = sorted((output / "text" / "r2").glob("text-*.parquet"))
+    # r2's store file holds exactly its chunks/ (written where its rows were decided, named
+    # as it is: none of its hashes was dead); r3 (unchanged) wrote none.
+    (r2_file,) = sorted((output / "text" / "r2").glob("part-*.parquet"))
+    assert "text/r2/part-00000-of-00001.parquet" in textstore.read_index(str(output), "r2").named()
     assert sorted(pq.read_table(r2_file)["chunk_hash"].to_pylist()) == sorted(
         r["chunk_hash"] for r in r2.rows("chunks")
     )
@@ -86,6 +88,46 @@ def test_each_night_adds_only_its_new_text_and_names_every_live_hash_once(chunkm
     # r2's dead hashes are what it retired.
     _, dead = store_hashes(output, "r2")
     assert dead == {r["chunk_hash"] for r in r2.rows("retired")} and dead
+
+
+def test_a_run_names_the_text_written_where_its_rows_were_decided(chunkmill, corpus, monkeypatch):
+    read: list[str] = []
+    real = parquet_io.read_parquet_batches
+
+    def reading(paths, *args, **kwargs):
+        read.extend(str(p) for p in paths)
+        return real(paths, *args, **kwargs)
+
+    monkeypatch.setattr(parquet_io, "read_parquet_batches", reading)
+    r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
+    (corpus / "more.md").write_text("# More\n\n" + prose("more", 2))
+    r2 = chunkmill("--input", str(corpus / "**"), run_id="r2")
+    output = r1.dir.parents[1]
+    # Publishing read no chunks/ back: each run's store file is the one written beside them.
+    assert not [p for p in read if "/chunks/" in p]
+    for run in (r1, r2):
+        index = textstore.read_index(str(output), run.dir.name)
+        own = {f"text/{run.dir.name}/part-00000-of-00001.parquet"}
+        assert own <= index.named() and index.dead is None
+        rows = pq.read_table(output / next(iter(own))).to_pylist()
+        assert sorted(rows, key=lambda r: r["chunk_hash"]) == sorted(
+            (
+                {k: r[k] for k in ("chunk_hash", "text", "text_with_context")}
+                for r in run.rows("chunks")
+            ),
+            key=lambda r: r["chunk_hash"],
+        )
+    hashes, dead = store_hashes(output, "r2")
+    assert sorted(hashes) == sorted(manifest_hashes(r2)) and not dead
+
+
+def test_a_refused_run_leaves_no_text_in_the_store(chunkmill, corpus, capsys):
+    argv = ["run", "--input", str(corpus / "**"), "--output", str(corpus.parent / "out")]
+    # The corpus has a document that fails: more than none of them is refused.
+    assert main([*argv, "--run-id", "r1", "--max-error-ratio", "0"]) == 2
+    assert "--max-error-ratio" in capsys.readouterr().err
+    assert (corpus.parent / "out" / "runs" / "r1").exists()
+    assert not list((corpus.parent / "out").glob("text/r1/*"))
 
 
 def test_a_revived_hash_is_live_again_not_written_twice(chunkmill, corpus):
@@ -101,6 +143,10 @@ def test_a_revived_hash_is_live_again_not_written_twice(chunkmill, corpus):
     hashes, dead = store_hashes(output, "r3")
     assert len(hashes) == len(set(hashes)) and not dead
     assert set(hashes) == manifest_hashes(r3) == manifest_hashes(r1)
+    # Every hash of r3's chunks/ was dead in the store: the text it wrote where it decided
+    # its rows is not named, and nothing is written in its place.
+    assert (output / "text" / "r3" / "part-00000-of-00001.parquet").exists()
+    assert not {f for f in textstore.read_index(str(output), "r3").named() if "/r3/" in f}
     _, dead2 = store_hashes(output, "r2")
     assert dead2 == manifest_hashes(r1) - manifest_hashes(r2)
 
@@ -160,7 +206,7 @@ _GC_STOPPED_AT = """
 import sys
 import time
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import textstore
+from chunkmill.transforms import parquet_io, textstore
 
 step = sys.argv[2]
 real = {"compact": textstore.compact, "write_index": textstore.write_index,
@@ -386,8 +432,8 @@ def test_a_run_over_a_damaged_store_is_refused_at_launch(chunkmill, corpus, caps
     r1 = chunkmill("--input", str(corpus / "**"), run_id="r1")
     output = r1.dir.parents[1]
     if damage == "file deleted":
-        (output / "text" / "r1" / "text-0.parquet").unlink()
-        named = "text-0.parquet"
+        (output / "text" / "r1" / "part-00000-of-00001.parquet").unlink()
+        named = "part-00000-of-00001.parquet"
     else:
         (r1.dir / textstore.INDEX).write_text('{"files": 3}')
         named = "r1"
@@ -404,7 +450,7 @@ def test_a_run_over_a_damaged_store_is_refused_at_launch(chunkmill, corpus, caps
 _GC_PAUSED_BEFORE_ITS_INDEX = """
 import pathlib, sys, time
 from chunkmill.pipeline.cli import main
-from chunkmill.transforms import textstore
+from chunkmill.transforms import parquet_io, textstore
 
 real = textstore.write_index
 go = pathlib.Path(sys.argv[2])

@@ -1,6 +1,7 @@
 """BatchTables under TestPipeline, on its own: the pieces of a run's tables become the six
-tables as few large Arrow tables of their schemas (the prior's kept and removed rows are
-written where they are decided, tests/transform/test_prior_stages.py)."""
+tables as few large Arrow tables of their schemas (the rows of manifest/, chunks/, added/
+and removed/ are written where they are decided: tests/transform/test_hash_join.py,
+tests/transform/test_prior_stages.py)."""
 
 from __future__ import annotations
 
@@ -50,10 +51,7 @@ def test_the_pieces_become_the_six_tables():
 
         pieces = {
             # Two small tables from one stage.
-            "manifest": tables("Manifest", "manifest", [h[0]], [h[1]]),
-            "chunks": tables("Chunks", "chunks", [h[0]]),
-            "added": tables("Added", "added", [h[0]], [h[1]]),
-            "retired": tables("Retired", "retired", [h[5]]),
+            "retired": tables("Retired", "retired", [h[4]], [h[5]]),
             "errors": p | "Errors" >> beam.Create([_error_row("/c/bad.pdf", "extract")]),
             "listing_errors": p | "ListErrors" >> beam.Create([_error_row("/c/locked", "list")]),
         }
@@ -68,21 +66,12 @@ def test_the_pieces_become_the_six_tables():
                 lambda t: t.schema.equals(schema.TABLES[name])
             )
 
-        assert_that(
-            rows("manifest", "chunk_hash"),
-            equal_to(h[:2]),
-            label="ManifestRows",
-        )
-        assert_that(
-            rows("removed", "chunk_hash"),
-            equal_to([]),
-            label="RemovedRows",
-        )
-        assert_that(rows("chunks", "chunk_hash"), equal_to([h[0]]), label="ChunksRows")
-        assert_that(rows("added", "chunk_hash"), equal_to(h[:2]), label="AddedRows")
-        assert_that(rows("retired", "chunk_hash"), equal_to([h[5]]), label="RetiredRows")
+        for name in ("manifest", "chunks", "added", "removed"):
+            assert_that(rows(name, "chunk_hash"), equal_to([]), label=f"{name}Rows")
+        assert_that(rows("retired", "chunk_hash"), equal_to(h[4:]), label="RetiredRows")
+        assert_that(out["retired"] | beam.combiners.Count.Globally(), equal_to([1]))
         assert_that(rows("errors", "stage"), equal_to(["extract", "list"]), label="ErrorRows")
-        for name in ("manifest", "errors", "added"):
+        for name in ("errors", "retired"):
             assert_that(
                 schemas(name),
                 equal_to([True]),

@@ -221,7 +221,7 @@ def test_an_object_listed_twice_is_one_document():
             equal_to([(1, 1)]),
         )
         assert_that(
-            out["manifest"] | beam.FlatMap(lambda t: t["chunk_index"].to_pylist()),
+            whole_tables(out, "manifest") | beam.FlatMap(lambda t: t["chunk_index"].to_pylist()),
             equal_to([0, 1]),
             label="ManifestOnce",
         )

@@ -1,6 +1,6 @@
 """The join by hash bucket under TestPipeline, each composite on its own: MarkNew (which
 hashes are new, which occurrences added, which hashes retired) and FinishStaged (a staged
-file's rows split by their decisions)."""
+file's rows split by their decisions, into files where they are decided)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import hashlib
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from chunkmill import document, ids, schema
 from chunkmill.config import Chunking
 from chunkmill.items import WorkItem
-from chunkmill.transforms import hash_join, prior, staging
+from chunkmill.transforms import hash_join, prior, staging, textstore
 from chunkmill.transforms.hash_join import FinishStaged, MarkNew
 from tests.helpers import SMALL, paragraphs
 
@@ -113,11 +114,15 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
         for bucket, message in hash_join.staged_ids(table)
     ]
     assert len(messages) > 1
+    temp = tmp_path / "temp"
+    temp.mkdir()
     with TestPipeline(runner="FnApiRunner") as p:
-        out = p | beam.Create(messages) | FinishStaged(model_window=1)
+        out = p | beam.Create(messages) | FinishStaged(str(temp), model_window=1, text=True)
         rows = {
-            name: out[name] | f"{name}Rows" >> beam.FlatMap(lambda t: t.to_pylist())
-            for name in ("manifest", "chunks", "added")
+            name: out["files"]
+            | f"{name}Files" >> beam.Filter(lambda f, name=name: f[0] == name)
+            | f"{name}Rows" >> beam.FlatMap(lambda f: pq.read_table(f[1]).to_pylist())
+            for name in ("manifest", "chunks", "added", textstore.TEXT)
         }
         assert_that(
             rows["manifest"] | beam.Map(lambda r: (r["chunk_id"], r["is_new"])),
@@ -128,6 +133,20 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
             rows["chunks"] | beam.Map(lambda r: (r["chunk_id"], r["text"])),
             equal_to([(chunk_ids[0], occurrences[0]["text"])]),
             label="Chunks",
+        )
+        # The text of the chunks/ rows, as the text store holds it, beside them.
+        assert_that(
+            rows[textstore.TEXT],
+            equal_to(
+                [
+                    {
+                        "chunk_hash": occurrences[0]["chunk_hash"],
+                        "text": occurrences[0]["text"],
+                        "text_with_context": occurrences[0]["text_with_context"],
+                    }
+                ]
+            ),
+            label="Text",
         )
         assert_that(
             rows["added"] | beam.Map(lambda r: r["chunk_id"]),

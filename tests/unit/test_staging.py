@@ -100,21 +100,18 @@ def test_every_staged_row_is_decided_or_the_run_stops(tmp_path):
     rows = staging.read(path)
     decided = [(bucket, bytes([NEW_ADDED] * batch.num_rows)) for bucket, _, batch in occurrences]
     assert len(decided) > 1  # the file's rows are in several buckets
-    finish = hash_join._FinishStaged()
-    finish.start_bundle()
-
-    manifest, *_ = finish.process((path, decided))
+    manifest = hash_join.staged_tables(path, decided)["manifest"]
     assert manifest["chunk_id"].to_pylist() == rows["chunk_id"].to_pylist()
     assert all(manifest["is_new"].to_pylist())
 
     (bucket, flags), *others = decided
     n = rows.num_rows
     with pytest.raises(RuntimeError, match=f"{n} occurrences, {n - len(flags)} of them decided"):
-        list(finish.process((path, others)))  # a bucket's decisions missing
+        hash_join.staged_tables(path, others)  # a bucket's decisions missing
     with pytest.raises(RuntimeError, match=f"{n} occurrences, {n - len(flags)} of them decided"):
-        list(finish.process((path, [(bucket, flags[1:]), *others])))  # one row short
+        hash_join.staged_tables(path, [(bucket, flags[1:]), *others])  # one row short
     with pytest.raises(RuntimeError, match="decisions for buckets it lacks"):
-        list(finish.process((path, [*decided, ("zz", b"\x01")])))
+        hash_join.staged_tables(path, [*decided, ("zz", b"\x01")])
 
 
 def test_decisions_reach_the_rows_they_were_made_for(tmp_path):
@@ -130,9 +127,7 @@ def test_decisions_reach_the_rows_they_were_made_for(tmp_path):
         )
         for bucket, _, batch in occurrences
     ]
-    finish = hash_join._FinishStaged()
-    finish.start_bundle()
-    manifest, *_ = finish.process((path, decided))
+    manifest = hash_join.staged_tables(path, decided)["manifest"]
     assert set(manifest.filter(manifest["is_new"])["chunk_id"].to_pylist()) == picked
 
 

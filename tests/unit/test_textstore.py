@@ -1,10 +1,12 @@
-"""The text store's index (transforms/textstore.py): what a damaged ``_TEXT`` is, and when
-``runs gc`` compacts."""
+"""The text store's index (transforms/textstore.py): what a damaged ``_TEXT`` is, when
+``runs gc`` compacts, and which text files a run's index names."""
 
 from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from chunkmill.transforms import textstore
@@ -56,3 +58,68 @@ def test_gc_compacts_past_a_quarter_of_dead_text_or_too_many_files():
     assert textstore.needs_compaction(index(0, 0)) is None
     many = textstore.COMPACT_MAX_FILES + 1
     assert textstore.needs_compaction(index(many, 0, many)) == f"its text is in {many} files"
+
+
+def _text_file(path, hashes: list[str]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"chunk_hash": h, "text": f"text {h}", "text_with_context": None} for h in hashes]
+    pq.write_table(pa.Table.from_pylist(rows, schema=textstore.TEXT_SCHEMA), path)
+    return str(path)
+
+
+def _chunks_file(path, hashes: list[str]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts = [f"text {h}" for h in hashes]
+    table = pa.table(
+        {"chunk_hash": hashes, "text": texts, "text_with_context": [None] * len(hashes)}
+    )
+    pq.write_table(table.cast(textstore.TEXT_SCHEMA), path)
+    return str(path)
+
+
+FIRST = {"run_id": "r1", "prior": {"mode": "none", "run_id": None}}
+
+
+@pytest.mark.parametrize("files", [1, textstore.NAMED_AS_WRITTEN])
+def test_a_run_s_text_written_with_its_rows_is_named_as_it_is(tmp_path, files):
+    out = tmp_path / "out"
+    hashes = [f"{i:064x}" for i in range(3 * files)]
+    chunks = _chunks_file(out / "runs" / "r1" / "chunks" / "part-00000-of-00001.parquet", hashes)
+    text = [
+        _text_file(
+            out / "text" / "r1" / f"part-{i:05d}-of-{files:05d}.parquet", hashes[3 * i :][:3]
+        )
+        for i in range(files)
+    ]
+    index = textstore.write_run_text(str(out), "r1", FIRST, [chunks, *text])
+    assert index is not None and index.rows == len(hashes)
+    assert index.named() == {t[len(str(out)) + 1 :] for t in text}
+
+
+def test_a_run_s_text_in_many_files_is_gathered_into_one(tmp_path):
+    out = tmp_path / "out"
+    files = textstore.NAMED_AS_WRITTEN + 1
+    hashes = [f"{i:064x}" for i in range(2 * files)]
+    chunks = _chunks_file(out / "runs" / "r1" / "chunks" / "part-00000-of-00001.parquet", hashes)
+    text = [
+        _text_file(
+            out / "text" / "r1" / f"part-{i:05d}-of-{files:05d}.parquet", hashes[2 * i :][:2]
+        )
+        for i in range(files)
+    ]
+    index = textstore.write_run_text(str(out), "r1", FIRST, [chunks, *text])
+    assert index is not None and index.named() == {"text/r1/text-0.parquet"}
+    got = pq.read_table(out / "text" / "r1" / "text-0.parquet")
+    assert sorted(got["chunk_hash"].to_pylist()) == hashes
+
+
+def test_text_files_that_do_not_hold_the_run_s_chunks_are_not_named(tmp_path):
+    out = tmp_path / "out"
+    hashes = [f"{i:064x}" for i in range(4)]
+    chunks = _chunks_file(out / "runs" / "r1" / "chunks" / "part-00000-of-00001.parquet", hashes)
+    partial = _text_file(out / "text" / "r1" / "part-00000-of-00001.parquet", hashes[:3])
+    index = textstore.write_run_text(str(out), "r1", FIRST, [chunks, partial])
+    # Its text is read from chunks/ instead, whole.
+    assert index is not None and index.named() == {"text/r1/text-0.parquet"}
+    got = pq.read_table(out / "text" / "r1" / "text-0.parquet")
+    assert sorted(got["chunk_hash"].to_pylist()) == hashes
