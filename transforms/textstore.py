@@ -362,11 +362,21 @@ def write_run_text(
         index = TextIndex(run_id=run_id, files=tuple(files), dead=dead)
         write_index(output, run_id, index)
         if not base_path or runstate.read_bytes(base_path) == seen:
+            _delete_unnamed(output, text_paths, index)
             return index
     raise RuntimeError(
         f"the text of run {prior} was rewritten {_PUBLISH_ROUNDS} times while run {run_id} "
         "published; nothing was published, re-run"
     )
+
+
+def _delete_unnamed(output: str, paths: Sequence[str], index: TextIndex) -> None:
+    """Deletes the run's text files written where its rows were decided that ``index`` does
+    not name (their text went into a file written again without the revived hashes)."""
+    named = {FileSystems.join(output, entry["path"]) for entry in index.files}
+    unnamed = [p for p in paths if p not in named and FileSystems.exists(p)]
+    if unnamed:
+        FileSystems.delete(unnamed)
 
 
 def prove_run(output: str, run_id: str, rounds: int = 3) -> None:

@@ -111,6 +111,8 @@ def test_a_run_s_text_in_many_files_is_gathered_into_one(tmp_path):
     assert index is not None and index.named() == {"text/r1/text-0.parquet"}
     got = pq.read_table(out / "text" / "r1" / "text-0.parquet")
     assert sorted(got["chunk_hash"].to_pylist()) == hashes
+    # The files read are not left beside the one that now holds their text.
+    assert sorted(p.name for p in (out / "text" / "r1").iterdir()) == ["text-0.parquet"]
 
 
 def test_text_files_that_do_not_hold_the_run_s_chunks_are_not_named(tmp_path):
@@ -123,3 +125,5 @@ def test_text_files_that_do_not_hold_the_run_s_chunks_are_not_named(tmp_path):
     assert index is not None and index.named() == {"text/r1/text-0.parquet"}
     got = pq.read_table(out / "text" / "r1" / "text-0.parquet")
     assert sorted(got["chunk_hash"].to_pylist()) == hashes
+    # The files read are not left beside the one that now holds their text.
+    assert sorted(p.name for p in (out / "text" / "r1").iterdir()) == ["text-0.parquet"]
