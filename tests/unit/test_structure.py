@@ -4,15 +4,12 @@ holds throughout."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkmill.api import chunk_text
 from chunkmill.chunking.base import chars4
-from chunkmill.chunking.markdown import LIST, list_blocks, region_blocks
 from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
 from chunkmill.config import Chunking, ChunkingConfig
 from tests.unit.chunker_contract import check_span_contract
@@ -200,22 +197,3 @@ def test_fences_open_at_a_line_start_after_up_to_three_spaces():
         "~~~\nx\n\ny\n~~~",
         "```py\nz\n\n   ```",
     ]
-
-
-# Markdown pieces that start and end lists, equations, fences and tables, in any order.
-piece = st.sampled_from(
-    ["- ", "* ", "+ ", "1. ", "2) ", "12. ", "$$", "\\[", "\\]", "```", "~~~", "|", "|---|",
-     "a", "b.", " ", "   ", "\t", "\n", "\n", "\n\n", "\n \n", "\r", "-", "é"]
-)  # fmt: skip
-markdownish = st.lists(piece, max_size=40).map("".join)
-
-
-@settings(max_examples=400, deadline=None)
-@given(text=markdownish, cut=st.floats(0, 1))
-def test_list_blocks_are_the_lists_region_blocks_finds(text, cut):
-    lo = int(len(text) * cut)
-    out: list[Any] = []
-    region_blocks(text, lo, len(text), out)
-    found: list[tuple[int, int]] = []
-    list_blocks(text, lo, len(text), found)
-    assert found == [(s, e) for s, e, kind, _ in out if kind == LIST]
