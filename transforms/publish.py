@@ -199,17 +199,15 @@ def publish(
     points ``LATEST`` at the newest finished run, which is this one unless a run that started
     later has already finished. Idempotent, so a retried bundle republishes the same thing.
     Publishes nothing (``RunRefused``) when ``policy`` refuses the run, and then deletes the
-    text files the run wrote for the store (``textstore.written_text``): no index will name
-    them."""
+    text files the run wrote for the store (``textstore.discard_run_text``): no index will
+    name them."""
     try:
         check_error_ratio(counts, policy.max_error_ratio)
         check_removed_ratio(counts, policy.max_removed_ratio)
         replaced = replaced_state(output, run_id, report, written, policy.max_removed_ratio)
         check_replaced_ratio(replaced, report, policy.max_removed_ratio)
     except RunRefused:
-        text = [p for p in written if p.startswith(textstore.run_folder(output, run_id) + "/")]
-        if text:
-            FileSystems.delete([p for p in text if FileSystems.exists(p)])
+        textstore.discard_run_text(output, run_id, written)
         raise
     base = run_dir(output, run_id)
     full = {**report, "counts": counts, "tables": table_files(base, written)}

@@ -251,14 +251,36 @@ def run_folder(output: str, run_id: str) -> str:
     return FileSystems.join(output, TEXT, run_id)
 
 
+def _run_text_paths(output: str, run_id: str, written: Sequence[str]) -> list[str]:
+    """The paths among ``written`` under the run's ``run_folder``, sorted."""
+    folder = run_folder(output, run_id) + "/"
+    return sorted(p for p in written if p.startswith(folder))
+
+
+def discard_run_text(
+    output: str, run_id: str, written: Sequence[str], index: TextIndex | None = None
+) -> None:
+    """Deletes the run's text files written where its rows were decided (those of
+    ``written`` under ``run_folder``) that ``index`` does not name: all of them without one
+    (a refused run, a run with no store to add to), and with one those whose text went into
+    a file written again (gathered, or without revived hashes)."""
+    named = set() if index is None else {FileSystems.join(output, f["path"]) for f in index.files}
+    unnamed = [
+        p
+        for p in _run_text_paths(output, run_id, written)
+        if p not in named and FileSystems.exists(p)
+    ]
+    if unnamed:
+        FileSystems.delete(unnamed)
+
+
 def written_text(
     output: str, run_id: str, written: Sequence[str]
 ) -> tuple[list[str], list[dict[str, Any]] | None]:
     """The text files of the run's chunks/ rows written where they were decided (the paths
     among ``written`` under ``run_folder``), and their entries for an index when they hold
     exactly the rows of its chunks/ (None otherwise: its text is read from chunks/)."""
-    folder = run_folder(output, run_id) + "/"
-    paths = sorted(p for p in written if p.startswith(folder))
+    paths = _run_text_paths(output, run_id, written)
     prefix = FileSystems.join(runstate.run_dir(output, run_id), "chunks") + "/"
     chunks_rows = sum(parquet_io.footer_rows(p) for p in written if p.startswith(prefix))
     rows = [parquet_io.footer_rows(p) for p in paths]
@@ -297,8 +319,7 @@ def write_run_text(
     text_paths, text_entries = written_text(output, run_id, written)
     if base is None:
         # No store to add to, or one started from chunks/: the run's text files are not named.
-        if text_paths:
-            FileSystems.delete([p for p in text_paths if FileSystems.exists(p)])
+        discard_run_text(output, run_id, written)
         return start_store(output, run_id, of("manifest"), of("chunks")) if prior else None
     base_path = index_path(output, str(prior)) if prior else None
     sources = of("chunks") if text_entries is None else text_paths
@@ -362,21 +383,12 @@ def write_run_text(
         index = TextIndex(run_id=run_id, files=tuple(files), dead=dead)
         write_index(output, run_id, index)
         if not base_path or runstate.read_bytes(base_path) == seen:
-            _delete_unnamed(output, text_paths, index)
+            discard_run_text(output, run_id, written, index)
             return index
     raise RuntimeError(
         f"the text of run {prior} was rewritten {_PUBLISH_ROUNDS} times while run {run_id} "
         "published; nothing was published, re-run"
     )
-
-
-def _delete_unnamed(output: str, paths: Sequence[str], index: TextIndex) -> None:
-    """Deletes the run's text files written where its rows were decided that ``index`` does
-    not name (their text went into a file written again without the revived hashes)."""
-    named = {FileSystems.join(output, entry["path"]) for entry in index.files}
-    unnamed = [p for p in paths if p not in named and FileSystems.exists(p)]
-    if unnamed:
-        FileSystems.delete(unnamed)
 
 
 def prove_run(output: str, run_id: str, rounds: int = 3) -> None:
