@@ -6,7 +6,7 @@ each."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -49,6 +49,16 @@ def _pack_verdicts(held: list[Verdict]) -> tuple[tuple[Any, ...], ...]:
 
 
 _PACK: dict[str, Callable[[list[Any]], Any]] = {VERDICTS: _pack_verdicts}
+
+
+def in_global_window(outputs: Iterable[Any]) -> Iterator[Any]:
+    """What a DoFn's ``process`` would yield (values, ``TaggedOutput``), as its
+    ``finish_bundle`` must yield it: each value in the global window."""
+    for out in outputs:
+        if isinstance(out, beam.pvalue.TaggedOutput):
+            yield beam.pvalue.TaggedOutput(out.tag, window.GlobalWindows.windowed_value(out.value))
+        else:
+            yield window.GlobalWindows.windowed_value(out)
 
 
 class PerBundle(beam.DoFn):

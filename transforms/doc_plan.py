@@ -40,6 +40,7 @@ from chunkmill.transforms.counts import (
     METRICS_NAMESPACE,
     VERDICTS,
     PerBundle,
+    in_global_window,
 )
 
 # The listing side of the progress counters (``counts``).
@@ -229,13 +230,7 @@ class _PlanBucket(PerBundle):
             yield from self._release_kept()
 
     def finish_bundle(self):
-        for out in itertools.chain(self._plan(), self._release_kept()):
-            if isinstance(out, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(
-                    out.tag, window.GlobalWindows.windowed_value(out.value)
-                )
-            else:
-                yield window.GlobalWindows.windowed_value(out)
+        yield from in_global_window(itertools.chain(self._plan(), self._release_kept()))
         yield from super().finish_bundle()
 
     def _plan(self):

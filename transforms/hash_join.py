@@ -21,7 +21,7 @@ from apache_beam.transforms import window
 
 from chunkmill import schema
 from chunkmill.transforms import digests, prior, sinks, staging
-from chunkmill.transforms.counts import COUNTS, PerBundle
+from chunkmill.transforms.counts import COUNTS, PerBundle, in_global_window
 
 # Tags of the values grouped by hash bucket in the hash join: this run's occurrences, and
 # what the prior gives tagged (``prior``).
@@ -150,12 +150,7 @@ class _MarkNew(PerBundle):
             yield from self._decide()
 
     def finish_bundle(self):
-        in_window = window.GlobalWindows.windowed_value
-        for out in self._decide():
-            if isinstance(out, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(out.tag, in_window(out.value))
-            else:
-                yield in_window(out)
+        yield from in_global_window(self._decide())
         yield from super().finish_bundle()
 
     def _decide(self):
