@@ -36,7 +36,7 @@ _CLOSING_RUN = {
 
 
 # Three fence characters: a regex for a literal skips through text faster than str.find.
-_RUN_OF_THREE = {"`": re.compile("```"), "~": re.compile("~~~")}
+RUN_OF_THREE = {"`": re.compile("```"), "~": re.compile("~~~")}
 
 
 def closing_fence_end(text: str, pos: int, char: str, length: int) -> int:
@@ -48,7 +48,7 @@ def closing_fence_end(text: str, pos: int, char: str, length: int) -> int:
     than the rest of the chunking; a run of three fence characters is rare inside code, so
     a search for the literal run jumps from one to the next and only those lines are
     checked."""
-    triple, closing_run = _RUN_OF_THREE[char], _CLOSING_RUN[char]
+    triple, closing_run = RUN_OF_THREE[char], _CLOSING_RUN[char]
     while True:
         at = triple.search(text, pos)
         if at is None:

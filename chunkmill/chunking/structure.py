@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable
 
 from chunkmill.chunking.base import TokenCounter, rstrip_end
-from chunkmill.chunking.markdown import NONSPACE, closing_fence_end, list_blocks
+from chunkmill.chunking.markdown import NONSPACE, RUN_OF_THREE, closing_fence_end, list_blocks
 
 # Stand-ins: ASCII control characters that are neither whitespace nor sentence marks for the
 # ASCII characters the strategies cut at (str.translate has a fast path from ASCII to ASCII),
@@ -63,7 +63,7 @@ _WIDE_SPACE_LEADS = (b"\xc2", b"\xe1", b"\xe2", b"\xe3")
 # Matched at a line's start, found by _next_fence_line (a "^" pattern under re.M is tried at
 # every position).
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[^\n]*")
-_FENCE_RUNS = (re.compile("```"), re.compile("~~~"))
+_FENCE_RUNS = (RUN_OF_THREE["`"], RUN_OF_THREE["~"])
 # A delimiter row holds a "|" then a dash (after blanks and a colon): the candidate to look
 # for, matched in full (_DELIMITER_ROW) from its line's start.
 _ROW_CANDIDATE = re.compile(r"\|[ \t]*:?-")
