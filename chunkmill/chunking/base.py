@@ -28,7 +28,12 @@ CHARS_PER_TOKEN = 4
 
 def chars4(text: str) -> int:
     """The default token estimate: one token per four characters, rounded up."""
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    return chars4_of_length(len(text))
+
+
+def chars4_of_length(length: int) -> int:
+    """``chars4`` of a text of ``length`` characters."""
+    return (length + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 class ParameterError(ValueError):

@@ -53,7 +53,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from chunkmill.chunking.base import Chunker, Span, TokenCounter, chars4, check_int
+from chunkmill.chunking.base import (
+    CHARS_PER_TOKEN,
+    Chunker,
+    Span,
+    TokenCounter,
+    chars4,
+    chars4_of_length,
+    check_int,
+)
 from chunkmill.chunking.paragraphs import pieces
 from chunkmill.chunking.structure import Fits, Unmasking, masked
 from chunkmill.chunking.token_split import TokenSplit
@@ -124,7 +132,7 @@ class FittedChunker:
             return spans, None
         measure = _Measure(work, self.token_counter if work is text else self._masked_counter)
         if measure.by_length:
-            counts = [(s.end - s.start + 3) // 4 for s in spans]
+            counts = [chars4_of_length(s.end - s.start) for s in spans]
         else:
             counts = [measure.tokens(s.start, s.end) for s in spans]
         changed = False
@@ -138,30 +146,20 @@ class FittedChunker:
         return (renumber(spans) if changed else spans), counts
 
     def _fits_in(self, text: str) -> Fits:
-        """``_fits`` over ``text``; where counts are lengths, one comparison of lengths."""
-        if self.token_counter is not chars4:
-            return lambda start, end: self._fits(text, start, end)
+        """Whether ``text[start:end]`` fits a chunk on its own: the strategy's limit and
+        ``max_embed_tokens``. Where counts are lengths, one comparison of lengths."""
         limit = self.max_embed_tokens
         if self._max_tokens is not None:
             limit = min(limit, self._max_tokens)
-        longest = limit * 4  # (size + 3) // 4 <= limit
+        counter = self.token_counter
+        # chars4: chars4_of_length(size) <= limit. No tokenizer reads 16 characters as one
+        # token on average: a longer text is spared the count.
+        longest = limit * (CHARS_PER_TOKEN if counter is chars4 else 16)
         if self._max_chars is not None:
             longest = min(longest, self._max_chars)
-        return lambda start, end: end - start <= longest
-
-    def _fits(self, text: str, start: int, end: int) -> bool:
-        """Whether ``text[start:end]`` fits a chunk on its own: the strategy's limit and
-        ``max_embed_tokens``."""
-        size = end - start
-        if self._max_chars is not None and size > self._max_chars:
-            return False
-        limit = self.max_embed_tokens
-        if self._max_tokens is not None:
-            limit = min(limit, self._max_tokens)
-        if self.token_counter is chars4:
-            return (size + 3) // 4 <= limit
-        # No tokenizer reads 16 characters as one token on average: spare the count.
-        return size <= 16 * limit and self.token_counter(text[start:end]) <= limit
+        if counter is chars4:
+            return lambda start, end: end - start <= longest
+        return lambda start, end: end - start <= longest and counter(text[start:end]) <= limit
 
     # -- cut ------------------------------------------------------------------------------
 
@@ -232,7 +230,7 @@ class _Measure:
 
     def tokens(self, start: int, end: int) -> int:
         if self.by_length:
-            return (end - start + 3) // 4
+            return chars4_of_length(end - start)
         return self.counter(self.text[start:end])
 
 
@@ -242,8 +240,8 @@ def _cut_pieces(
     """``(start, end, tokens)`` of the pieces of the chunk [start, end) of ``n`` > ``limit``
     tokens, as ``paragraph`` cuts an over-long paragraph."""
     if measure.by_length:
-        for a, b in pieces(text, start, end, limit * 4):
-            yield a, b, (b - a + 3) // 4
+        for a, b in pieces(text, start, end, limit * CHARS_PER_TOKEN):
+            yield a, b, chars4_of_length(b - a)
         return
     split = TokenSplit(text, measure.counter, limit, 0)
     for a, b, content in split.pieces(start, end, n - split.base):
