@@ -80,34 +80,35 @@ def _chunks_file(path, hashes: list[str]) -> str:
 FIRST = {"run_id": "r1", "prior": {"mode": "none", "run_id": None}}
 
 
-@pytest.mark.parametrize("files", [1, textstore.NAMED_AS_WRITTEN])
-def test_a_run_s_text_written_with_its_rows_is_named_as_it_is(tmp_path, files):
-    out = tmp_path / "out"
-    hashes = [f"{i:064x}" for i in range(3 * files)]
+def _run_written_in(out, files: int, per_file: int) -> tuple[list[str], list[str]]:
+    """Run r1's hashes, and what it wrote: its chunks/ file of them all, then ``files`` text
+    files of ``per_file`` of them each, as FinishStaged writes them."""
+    hashes = [f"{i:064x}" for i in range(per_file * files)]
     chunks = _chunks_file(out / "runs" / "r1" / "chunks" / "part-00000-of-00001.parquet", hashes)
     text = [
         _text_file(
-            out / "text" / "r1" / f"part-{i:05d}-of-{files:05d}.parquet", hashes[3 * i :][:3]
+            out / "text" / "r1" / f"part-{i:05d}-of-{files:05d}.parquet",
+            hashes[per_file * i : per_file * (i + 1)],
         )
         for i in range(files)
     ]
-    index = textstore.write_run_text(str(out), "r1", FIRST, [chunks, *text])
+    return hashes, [chunks, *text]
+
+
+@pytest.mark.parametrize("files", [1, textstore.NAMED_AS_WRITTEN])
+def test_a_run_s_text_written_with_its_rows_is_named_as_it_is(tmp_path, files):
+    out = tmp_path / "out"
+    hashes, written = _run_written_in(out, files, per_file=3)
+    text = written[1:]
+    index = textstore.write_run_text(str(out), "r1", FIRST, written)
     assert index is not None and index.rows == len(hashes)
     assert index.named() == {t[len(str(out)) + 1 :] for t in text}
 
 
 def test_a_run_s_text_in_many_files_is_gathered_into_one(tmp_path):
     out = tmp_path / "out"
-    files = textstore.NAMED_AS_WRITTEN + 1
-    hashes = [f"{i:064x}" for i in range(2 * files)]
-    chunks = _chunks_file(out / "runs" / "r1" / "chunks" / "part-00000-of-00001.parquet", hashes)
-    text = [
-        _text_file(
-            out / "text" / "r1" / f"part-{i:05d}-of-{files:05d}.parquet", hashes[2 * i :][:2]
-        )
-        for i in range(files)
-    ]
-    index = textstore.write_run_text(str(out), "r1", FIRST, [chunks, *text])
+    hashes, written = _run_written_in(out, textstore.NAMED_AS_WRITTEN + 1, per_file=2)
+    index = textstore.write_run_text(str(out), "r1", FIRST, written)
     assert index is not None and index.named() == {"text/r1/text-0.parquet"}
     got = pq.read_table(out / "text" / "r1" / "text-0.parquet")
     assert sorted(got["chunk_hash"].to_pylist()) == hashes
