@@ -121,9 +121,8 @@ _NOT_TEXT_EXTENSIONS = frozenset().union(*(exts for _, exts in NOT_TEXT.values()
 
 def is_not_text(name: str) -> bool:
     """Whether the extension of ``name`` is one of ``NOT_TEXT``'s."""
-    base = name.rsplit("/", 1)[-1].lower()
-    dot = base.rfind(".")
-    return dot > 0 and base[dot:] in _NOT_TEXT_EXTENSIONS
+    dot = name.rfind(".")
+    return dot > name.rfind("/") + 1 and name[dot:].lower() in _NOT_TEXT_EXTENSIONS
 
 
 @dataclass(frozen=True)
@@ -274,8 +273,10 @@ class ListingRules:
     exclude: tuple[str, ...] = ()
     follow_symlinks: bool = False
     output: str | None = None
-    _include: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    _exclude: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    # Each list of globs as one expression (matched whole, it matches when one glob does);
+    # None: no globs.
+    _include: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _exclude: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _output: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -283,14 +284,13 @@ class ListingRules:
             patterns = getattr(self, name)
             if isinstance(patterns, str):
                 raise ValueError(f"{name} must be a sequence of globs, not one string")
-            compiled = []
             for p in patterns:
                 if not p or p.startswith("/") or "://" in p:
                     raise ValueError(
                         f"{name} glob {p!r} must be a path relative to the input's folder"
                     )
-                compiled.append(re.compile(glob_regex(p)))
-            object.__setattr__(self, f"_{name}", tuple(compiled))
+            either = "|".join(f"(?:{glob_regex(p)})" for p in patterns)
+            object.__setattr__(self, f"_{name}", re.compile(either) if patterns else None)
         prefixes: list[str] = []
         if self.output:
             prefixes.append(self.output.rstrip("/") + "/")
@@ -300,16 +300,16 @@ class ListingRules:
 
     def screen(self, relative: str) -> str | None:
         """The reason to skip a path (relative to its pattern's root), or None to list it."""
-        if any(r.fullmatch(relative) for r in self._exclude):
+        if self._exclude is not None and self._exclude.fullmatch(relative):
             return EXCLUDED
-        if any(r.fullmatch(relative) for r in self._include):
+        if self._include is not None and self._include.fullmatch(relative):
             return None
         if is_not_text(relative):
             return UNSUPPORTED_FORMAT
         return None
 
     def in_output(self, path: str) -> bool:
-        return any(path.startswith(p) for p in self._output)
+        return path.startswith(self._output)
 
 
 DEFAULT_RULES = ListingRules()

@@ -200,6 +200,8 @@ def split_bucket(uri: str) -> tuple[str, str]:
 def display_name(path: str) -> str:
     """``path`` as valid UTF-8 text: bytes a local file name holds that are not UTF-8 (which
     ``os`` hands over as lone surrogates, and Arrow refuses) shown as ``\\xNN``."""
+    if path.isascii():  # most names: no encoding to try
+        return path
     try:
         path.encode("utf-8")
         return path

@@ -45,32 +45,47 @@ class LocalStore(WalkedStore):
         return os.path.isdir(uri)
 
     def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed]:
-        """A walk from the pattern's root, matched by the glob.
+        """A walk from the pattern's root, matched by the glob, in sorted order (a folder's
+        files, then its sub-folders one by one).
 
         Only regular files are listed: a FIFO, device or socket is ``Skipped`` (``lstat``,
         never opened). A symlink to a file is followed when its target lies under the
         pattern's root (or with ``rules.follow_symlinks``), else skipped; a symlink whose
         target is missing is listed (its read fails with ``link_target_missing`` and its prior
-        rows are kept); folders behind symlinks are not descended. A folder that cannot be
-        listed is a ``ListingError``; a file that cannot be examined is listed, so its read
-        says why and nothing is removed.
+        rows are kept); folders behind symlinks are not descended, nor is a folder under the
+        run's output. A folder that cannot be listed is a ``ListingError``; a file that cannot
+        be examined is listed, so its read says why and nothing is removed.
         """
         root = glob.root
         real_root = os.path.realpath(root or ".").rstrip("/") + "/"
         if not glob.wildcard:
             real_dir = os.path.realpath(os.path.dirname(glob.pattern) or ".")
-            yield from _entry(glob.pattern, real_dir, real_root, root, rules)
+            listed = _entry(glob.pattern, real_dir, real_root, root, rules)
+            if listed is not None:
+                yield listed
             return
-        failed: list[OSError] = []
-        for dirpath, dirnames, names in os.walk(root.rstrip("/") or "/", onerror=failed.append):
-            yield from _walk_failures(failed)
-            dirnames.sort()
-            real_dir = os.path.realpath(dirpath)
-            for name in sorted(names):
-                path = os.path.join(dirpath, name)
-                if glob.match(path):
-                    yield from _entry(path, real_dir, real_root, root, rules)
-        yield from _walk_failures(failed)
+        todo = [root.rstrip("/") or "/"]
+        while todo:
+            folder = todo.pop()
+            real_dir = os.path.realpath(folder)
+            if rules.in_output(folder + "/") or rules.in_output(real_dir + "/"):
+                continue  # nothing under the output is listed, by path or by real path
+            try:
+                with os.scandir(folder) as found:
+                    entries = sorted(found, key=_name)
+            except OSError as e:
+                yield list_failed(str(e.filename), e)
+                continue
+            folders = []
+            for entry in entries:
+                if _is_folder(entry):
+                    if not entry.is_symlink():
+                        folders.append(entry.path)
+                elif glob.match(entry.path):
+                    listed = _entry(entry.path, real_dir, real_root, root, rules)
+                    if listed is not None:
+                        yield listed
+            todo.extend(reversed(folders))
 
     def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
         """A local file's bytes: only a regular file is read (checked on the opened
@@ -142,49 +157,52 @@ def _read_all(fd: int, size: int, limit: int | None) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _walk_failures(failed: list[OSError]) -> Iterator[ListingError]:
-    for e in failed:
-        yield list_failed(str(e.filename), e)
-    failed.clear()
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
-def _entry(path: str, real_dir: str, real_root: str, root: str, rules: Rules) -> Iterator[Listed]:
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a folder or a symlink to one (one that cannot be examined is
+    taken for a file, as ``os.walk`` takes it)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _entry(path: str, real_dir: str, real_root: str, root: str, rules: Rules) -> Listed | None:
+    """What the listing says of the file at ``path`` (in the real folder ``real_dir``):
+    None when it is not listed at all (under the output, gone, a folder behind a symlink)."""
     if rules.in_output(path):
-        return
+        return None
     shown = display_name(path)
     reason = rules.screen(path[len(root) :])
     if reason is not None:
-        yield Skipped(shown, reason)
-        return
+        return Skipped(shown, reason)
     if shown != path:
-        yield ListingError(
+        return ListingError(
             shown, BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
         )
-        return
     try:
         st = os.lstat(path)
     except FileNotFoundError:  # gone since the walk saw it
-        return
+        return None
     except OSError:
-        yield SourceFile(path, 0, None)
-        return
+        return SourceFile(path, 0, None)
     if stat.S_ISLNK(st.st_mode):
         real = os.path.realpath(path)
         try:
             st = os.stat(path)
         except OSError:  # dangling (or unreadable): the read says which
-            yield SourceFile(path, 0, None)
-            return
+            return SourceFile(path, 0, None)
         if stat.S_ISDIR(st.st_mode):
-            return  # folders behind symlinks are not descended
+            return None  # folders behind symlinks are not descended
         if not rules.follow_symlinks and not real.startswith(real_root):
-            yield Skipped(path, SYMLINK_OUTSIDE_INPUT)
-            return
-    else:
-        real = os.path.join(real_dir, os.path.basename(path))
+            return Skipped(path, SYMLINK_OUTSIDE_INPUT)
+    else:  # not a symlink: its real path is its real folder's, and its name
+        real = f"{real_dir.rstrip('/')}/{path[path.rfind('/') + 1 :]}"
     if rules.in_output(real):
-        return
+        return None
     if not stat.S_ISREG(st.st_mode):
-        yield Skipped(path, NOT_REGULAR)
-        return
-    yield SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
+        return Skipped(path, NOT_REGULAR)
+    return SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))

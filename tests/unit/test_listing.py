@@ -123,6 +123,24 @@ def test_formats_that_are_not_text_are_skipped_unless_included(tree: Path):
     assert Skipped(f"{tree}/book/ch1/b.md", storage.EXCLUDED) in listing(f"{tree}/book/**", rules)
 
 
+def test_each_of_several_include_and_exclude_globs_counts(tree: Path):
+    (tree / "book" / "fig.svg").write_text("<svg/>")
+    (tree / "book" / "photo.png").write_bytes(b"\x89PNG\r\n")
+    rules = storage.ListingRules(include=("*.svg", "**/*.png"), exclude=("ch1/**", "ch2/*"))
+    found = listing(f"{tree}/book/**", rules)
+    assert sorted(x.uri for x in found if isinstance(x, SourceFile)) == [
+        f"{tree}/book/.notes/e.md",
+        f"{tree}/book/a.md",
+        f"{tree}/book/fig.svg",
+        f"{tree}/book/photo.png",
+    ]
+    assert sorted(x for x in found if isinstance(x, Skipped)) == [
+        Skipped(f"{tree}/book/ch1/b.md", storage.EXCLUDED),
+        Skipped(f"{tree}/book/ch1/deep/c.md", storage.EXCLUDED),
+        Skipped(f"{tree}/book/ch2/d.txt", storage.EXCLUDED),
+    ]
+
+
 def test_rules_refuse_absolute_globs():
     with pytest.raises(ValueError, match="relative"):
         storage.ListingRules(exclude=("/etc/**",))
@@ -224,6 +242,26 @@ def test_the_output_is_excluded_by_its_real_path(tmp_path: Path):
     (tmp_path / "alias").symlink_to(tmp_path / "in")
     rules = storage.ListingRules(output=str(tmp_path / "alias" / "out"))
     assert uris(f"{tmp_path}/in/**", rules) == [f"{tmp_path}/in/doc.md"]
+
+
+def test_the_walk_never_enters_the_output(tree: Path, monkeypatch: pytest.MonkeyPatch):
+    scanned: list[str] = []
+    scandir = os.scandir
+
+    def recorded(path):
+        scanned.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", recorded)
+    rules = storage.ListingRules(output=str(tree / "book"))
+    assert uris(f"{tree}/**", rules) == [
+        f"{tree}/.hidden.md",
+        f"{tree}/a.md",
+        f"{tree}/b.txt",
+        f"{tree}/other/f.md",
+        f"{tree}/x[1].md",
+    ]
+    assert sorted(scanned) == [str(tree), f"{tree}/other"]
 
 
 class FailingMidway(MemoryStore):
