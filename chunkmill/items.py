@@ -44,6 +44,15 @@ class ListingError(NamedTuple):
 Listed = SourceFile | Skipped | ListingError
 
 
+class ListedDocs(NamedTuple):
+    """Listed documents of one doc-id bucket, as the listing sends them on: one Arrow IPC
+    message of rows of ``chunkmill.transforms.sources.LISTING`` (``prior.from_ipc`` reads it),
+    in place of a ``SourceFile`` each."""
+
+    bucket: str
+    message: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class PriorPart:
     """One row group of one prior manifest file: the unit the prior manifest is read in."""

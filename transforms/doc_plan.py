@@ -10,7 +10,7 @@ be listed.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -23,6 +23,7 @@ from chunkmill import document, ids, prior_summary
 from chunkmill.items import (
     KEEP,
     REMOVE,
+    ListedDocs,
     ListingError,
     PriorError,
     PriorSummary,
@@ -32,7 +33,7 @@ from chunkmill.items import (
     WorkItem,
 )
 from chunkmill.redact import redact_uri
-from chunkmill.transforms import prior, storage
+from chunkmill.transforms import prior, sources, storage
 from chunkmill.transforms.counts import (
     COUNTS,
     DONE_PROGRESS,
@@ -42,6 +43,7 @@ from chunkmill.transforms.counts import (
     PerBundle,
     in_global_window,
 )
+from chunkmill.transforms.sources import LISTING
 
 # The listing side of the progress counters (``counts``).
 _DOCS_LISTED = Metrics.counter(METRICS_NAMESPACE, "docs_listed")
@@ -58,21 +60,6 @@ _ASIDE = "aside"
 # failures, which are few), which Beam's coder encodes natively.
 _LISTED, _SUMMARY, _FAILED_BEFORE = 0, prior.SUMMARY_TAG, 2
 
-# The listing's documents as they cross the join by doc_id: Arrow rows, not elements. A
-# document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of the same
-# object is the same document, and no credential enters its doc_id. The listing's real URI
-# travels on, to be read from.
-LISTING = pa.schema(
-    [
-        pa.field("doc_id", pa.string(), nullable=False),
-        pa.field("uri", pa.string(), nullable=False),
-        pa.field("size_bytes", pa.int64(), nullable=False),
-        pa.field("version", pa.string()),
-    ]
-)
-# Listed documents (~150 bytes each) a bundle holds before sending them on, cut by bucket:
-# enough that a bucket's share travels in few messages, small enough to bound the buffer.
-_LISTING_HOLD = 20_000
 # Carried-over documents' ids (~40 bytes each) held per prior part before they are sent to
 # the part as one Arrow array.
 _KEPT_HOLD = 200_000
@@ -110,38 +97,33 @@ def under_failed_listing(uri: str | None, failed_prefixes: Iterable[str]) -> boo
 
 
 class _BatchListing(beam.DoFn):
-    """The listing → its documents as Arrow rows (``LISTING``), one IPC message per doc-id
-    bucket and batch: ``(bucket, (_LISTED, message))``; its skipped objects and listing
-    errors tagged ``_ASIDE`` as ``(kind, *fields)``. ``ListFiles`` yields all three, a test
-    may give documents only. The listing's only step with an element per document."""
+    """The listing → its documents as ``(bucket, (_LISTED, IPC message of LISTING))``, its
+    skipped objects and listing errors tagged ``_ASIDE`` as ``(kind, *fields)``.
+    ``ListFiles`` sends documents already as ``ListedDocs``, each one such message; a
+    ``SourceFile`` (a listing given by hand, as a test gives it) is held over the bundle
+    and cut by bucket the same way (``sources.ListingHold``)."""
 
     def start_bundle(self) -> None:
-        self._rows: dict[str, list[Any]] = {name: [] for name in LISTING.names}
+        self._held = sources.ListingHold()
 
     def process(self, element: Any):
-        if isinstance(element, Skipped):
+        if isinstance(element, ListedDocs):
+            yield _listed(element)
+        elif isinstance(element, Skipped):
             yield beam.pvalue.TaggedOutput(_ASIDE, (_SKIPPED, *element))
         elif isinstance(element, ListingError):
             yield beam.pvalue.TaggedOutput(_ASIDE, (_LIST_ERRORS, *element))
         else:
-            rows = self._rows
-            rows["doc_id"].append(ids.doc_id(redact_uri(element.uri)))
-            rows["uri"].append(element.uri)
-            rows["size_bytes"].append(element.size_bytes)
-            rows["version"].append(element.version)
-            if len(rows["doc_id"]) >= _LISTING_HOLD:
-                yield from self._release(lambda v: v)
+            for docs in self._held.add(element):
+                yield _listed(docs)
 
     def finish_bundle(self):
-        yield from self._release(window.GlobalWindows.windowed_value)
+        for docs in self._held.release():
+            yield window.GlobalWindows.windowed_value(_listed(docs))
 
-    def _release(self, wrap: Callable[[Any], Any]):
-        if not self._rows["doc_id"]:
-            return
-        table = pa.table(self._rows, schema=LISTING)
-        self._rows = {name: [] for name in LISTING.names}
-        for bucket, message in prior.by_bucket(table, "doc_id"):
-            yield wrap((bucket, (_LISTED, message)))
+
+def _listed(docs: ListedDocs) -> tuple[str, tuple[int, bytes]]:
+    return docs.bucket, (_LISTED, docs.message)
 
 
 def _one_per_doc(listing: pa.Table) -> pa.Table:
@@ -369,15 +351,16 @@ def _failed_prefix(error: tuple[str, str, str]) -> list[str]:
     return [redact_uri(uri)] if reason == storage.LIST_FAILED else []
 
 
-@beam.typehints.with_input_types(SourceFile | Skipped | ListingError)
+@beam.typehints.with_input_types(ListedDocs | SourceFile | Skipped | ListingError)
 class SplitListing(beam.PTransform):
-    """The listing (``SourceFile``, ``Skipped``, ``ListingError``: what ``ListFiles`` yields)
+    """The listing (``ListedDocs``, ``Skipped``, ``ListingError``: what ``ListFiles`` yields;
+    or ``SourceFile``s in place of ``ListedDocs``)
     → ``{"listed": (bucket, (_LISTED, IPC message of LISTING)), "list_errors": (uri, reason,
     message), "error_rows": errors/ rows of stage list, "counts": (name, n)}``. A skipped
     object or a listing error two patterns found is counted once."""
 
     def expand(
-        self, files: beam.PCollection[SourceFile | Skipped | ListingError]
+        self, files: beam.PCollection[ListedDocs | SourceFile | Skipped | ListingError]
     ) -> dict[str, beam.PCollection]:
         split = files | "BatchListing" >> beam.ParDo(_BatchListing()).with_outputs(
             _ASIDE, main="files"

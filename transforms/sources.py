@@ -6,22 +6,79 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
-from chunkmill import stores
-from chunkmill.items import Listed, PriorError, PriorPart
+from chunkmill import ids, stores
+from chunkmill.items import (
+    Listed,
+    ListedDocs,
+    ListingError,
+    PriorError,
+    PriorPart,
+    Skipped,
+    SourceFile,
+)
+from chunkmill.redact import redact_uri
 from chunkmill.transforms import prior, storage
+
+# The listing's documents as they leave it: Arrow rows by doc-id bucket, not an element
+# each. A document is known by its redacted URI (``chunkmill.redact``): a re-signed URL of the
+# same object is the same document, and no credential enters its doc_id. The listing's real
+# URI travels on, to be read from.
+LISTING = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("uri", pa.string(), nullable=False),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("version", pa.string()),
+    ]
+)
+# Listed documents (~150 bytes each) a bundle holds before sending them on, cut by bucket:
+# enough that a bucket's share travels in few messages, small enough to bound the buffer.
+LISTING_HOLD = 20_000
+
+
+def listing_table(files: Sequence[SourceFile]) -> pa.Table:
+    """``files`` as rows of ``LISTING``, in their order, each with its doc_id."""
+    uris, sizes, versions = zip(*files, strict=True) if files else ((), (), ())
+    return pa.table(
+        [[ids.doc_id(redact_uri(uri)) for uri in uris], uris, sizes, versions], schema=LISTING
+    )
+
+
+class ListingHold:
+    """Listed documents held, then sent on as ``ListedDocs`` (a message per doc-id bucket),
+    ``LISTING_HOLD`` at a time."""
+
+    def __init__(self) -> None:
+        self._files: list[SourceFile] = []
+
+    def add(self, file: SourceFile) -> list[ListedDocs]:
+        """Holds ``file``; when the hold is full, every document held, by bucket."""
+        self._files.append(file)
+        return self.release() if len(self._files) >= LISTING_HOLD else []
+
+    def release(self) -> list[ListedDocs]:
+        """Every document held, by bucket (none when none is)."""
+        files, self._files = self._files, []
+        if not files:
+            return []
+        return [ListedDocs(*cut) for cut in prior.by_bucket(listing_table(files), "doc_id")]
 
 
 class ListFiles(beam.PTransform):
-    """Glob patterns → one element per object a pattern matches: a ``SourceFile`` to read, a
-    ``Skipped`` object left out on purpose (a format that is not text, an --exclude match, a
-    FIFO or device, a symlink leading out of the input), or a ``ListingError`` (a folder that
-    could not be listed, a name that cannot be recorded). ``ChunkCorpus`` takes all three.
+    """Glob patterns → what they match: the documents to read as ``ListedDocs`` (rows of
+    ``LISTING`` by doc-id bucket, no element per document), and one element per object left
+    out on purpose, ``Skipped`` (a format that is not text, an --exclude match, a FIFO or
+    device, a symlink leading out of the input), or per ``ListingError`` (a folder that could
+    not be listed, a name that cannot be recorded). ``ChunkCorpus`` takes all three.
 
     Globs read as a shell's with globstar (``storage.glob_regex``), and a folder
     means everything under it. ``include``/``exclude`` are globs matched against the path
@@ -72,7 +129,7 @@ class ListFiles(beam.PTransform):
                 rules=self._rules,
             )
             | "SpreadShards" >> beam.GroupByKey()
-            | "ListShard" >> beam.FlatMap(_list_shards, rules=self._rules)
+            | "ListShard" >> beam.ParDo(_ListShards(self._rules))
         )
 
 
@@ -93,11 +150,30 @@ def _shard_keys(
         yield f"{i:010d}", item
 
 
-def _list_shards(
-    grouped: tuple[str, Iterable[storage.Shard | Listed]], rules: storage.ListingRules
-) -> Iterator[Listed]:
-    for item in grouped[1]:
-        yield from storage.list_shard(item, rules=rules)
+class _ListShards(beam.DoFn):
+    """Lists each shard (``storage.list_shard``): its skipped objects and listing errors go
+    on as they are, its documents are held over the bundle (``ListingHold``)."""
+
+    def __init__(self, rules: storage.ListingRules) -> None:
+        self._rules = rules
+
+    def start_bundle(self) -> None:
+        self._held = ListingHold()
+
+    def process(
+        self, grouped: tuple[str, Iterable[storage.Shard | Listed]]
+    ) -> Iterator[ListedDocs | Skipped | ListingError]:
+        held = self._held
+        for item in grouped[1]:
+            for listed in storage.list_shard(item, rules=self._rules):
+                if isinstance(listed, SourceFile):
+                    yield from held.add(listed)
+                else:
+                    yield listed
+
+    def finish_bundle(self) -> Iterator[Any]:
+        for docs in self._held.release():
+            yield GlobalWindows.windowed_value(docs)
 
 
 class ReadManifest(beam.PTransform):

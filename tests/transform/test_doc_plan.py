@@ -13,7 +13,7 @@ from apache_beam.typehints.decorators import TypeCheckError
 
 from chunkmill import ids
 from chunkmill.items import KEEP, REMOVE, ListingError, PriorError, Skipped, SourceFile
-from chunkmill.transforms import doc_plan, prior, storage
+from chunkmill.transforms import doc_plan, prior, sources, storage
 from chunkmill.transforms.counts import finish_counts
 from tests.helpers import SMALL, manifest_rows, paragraphs, write_prior
 
@@ -31,6 +31,8 @@ def test_split_listing_batches_documents_and_sets_aside_skips_and_errors_once():
     skipped = Skipped("/c/movie.mp4", "not_text")
     files = [SourceFile("/c/a.md", 3, "v1"), SourceFile("/c/b.md", 5), skipped, skipped]
     files += [failed, failed]  # two patterns met the same folder
+    hold = sources.ListingHold()  # as ListFiles sends its documents: by bucket
+    files += [*hold.add(SourceFile("/c/c.md", 7, "v3")), *hold.release()]
     with TestPipeline(runner="FnApiRunner") as p:
         out = p | beam.Create(files) | doc_plan.SplitListing()
         assert_that(
@@ -39,6 +41,7 @@ def test_split_listing_batches_documents_and_sets_aside_skips_and_errors_once():
                 [
                     (ids.doc_id("/c/a.md"), "/c/a.md", 3, "v1"),
                     (ids.doc_id("/c/b.md"), "/c/b.md", 5, None),
+                    (ids.doc_id("/c/c.md"), "/c/c.md", 7, "v3"),
                 ]
             ),
             label="Listed",

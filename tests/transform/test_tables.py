@@ -14,10 +14,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from chunkmill import schema
-from chunkmill.items import PriorError, PriorPart, Skipped, SourceFile
+from chunkmill import ids, schema
+from chunkmill.items import ListedDocs, PriorError, PriorPart, Skipped, SourceFile
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import publish, sinks, sources
+from chunkmill.transforms import prior, publish, sinks, sources
 
 H1, H2 = "a" * 64, "b" * 64
 
@@ -48,6 +48,16 @@ def pipeline() -> TestPipeline:
 # -- ListFiles -----------------------------------------------------------------------------
 
 
+def _listed_files(element: object) -> list[tuple[str, int]]:
+    """The documents of one ``ListedDocs`` as (uri, size); nothing for another element."""
+    if not isinstance(element, ListedDocs):
+        return []
+    rows = prior.from_ipc(element.message, sources.LISTING).to_pylist()
+    assert {prior.doc_bucket(r["doc_id"]) for r in rows} == {element.bucket}
+    assert all(r["doc_id"] == ids.doc_id(r["uri"]) for r in rows)
+    return [(r["uri"], r["size_bytes"]) for r in rows]
+
+
 def test_list_files_finds_documents_and_skips_what_is_not_text_or_is_excluded(tmp_path: Path):
     # A folder it cannot list is an errors/ row: tests/e2e/test_listing.py drops the
     # permission (the tests run as root, who lists anything).
@@ -60,12 +70,15 @@ def test_list_files_finds_documents_and_skips_what_is_not_text_or_is_excluded(tm
     (docs / "drafts" / "c.md").write_text("c")
     with pipeline() as p:
         listed = p | sources.ListFiles([f"{docs}/**"], exclude=["drafts/**"])
-        files = listed | beam.Filter(lambda x: isinstance(x, SourceFile))
-        names = files | beam.Map(lambda f: (f.uri, f.size_bytes))
         assert_that(
-            names,
+            listed | beam.FlatMap(_listed_files),
             equal_to([(f"{docs}/a.md", 3), (f"{docs}/sub/b.txt", 1)]),
             label="files",
+        )
+        assert_that(
+            listed | beam.Filter(lambda x: isinstance(x, SourceFile)),
+            equal_to([]),  # documents leave the listing as Arrow rows only
+            label="no element per document",
         )
         skipped = listed | beam.Filter(lambda x: isinstance(x, Skipped))
         assert_that(
@@ -79,9 +92,28 @@ def test_list_files_finds_an_object_two_patterns_match_under_each(tmp_path: Path
     (tmp_path / "a.md").write_text("a")
     with pipeline() as p:
         listed = p | sources.ListFiles([f"{tmp_path}/*.md", f"{tmp_path}/**"])
-        uris = listed | beam.Map(lambda f: f.uri)
         # Listed by both patterns; ChunkCorpus joins them into one document by doc_id.
-        assert_that(uris, equal_to([f"{tmp_path}/a.md", f"{tmp_path}/a.md"]))
+        assert_that(
+            listed | beam.FlatMap(_listed_files),
+            equal_to([(f"{tmp_path}/a.md", 1), (f"{tmp_path}/a.md", 1)]),
+        )
+
+
+def test_a_listing_hold_sends_its_documents_by_bucket_when_full(monkeypatch):
+    monkeypatch.setattr(sources, "LISTING_HOLD", 3)
+    hold = sources.ListingHold()
+    files = [SourceFile(f"/c/{i}.md", i, f"v{i}") for i in range(7)]
+    sent = [docs for f in files for docs in hold.add(f)]
+    assert sum(len(_listed_files(d)) for d in sent) == 6  # two full holds
+    sent += hold.release()
+    assert hold.release() == []
+    assert sorted(row for d in sent for row in _listed_files(d)) == sorted(
+        (f.uri, f.size_bytes) for f in files
+    )
+    # One message per bucket of each hold: a bucket's documents travel together.
+    assert len(sent) == sum(
+        len({prior.doc_bucket(ids.doc_id(f.uri)) for f in files[i : i + 3]}) for i in (0, 3, 6)
+    )
 
 
 # -- ReadManifest --------------------------------------------------------------------------
