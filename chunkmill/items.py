@@ -164,9 +164,7 @@ class SourceVersion:
             return f"gen={self.generation}"
         if self.etag is not None:
             return f"etag={self.etag};size={self.size}"
-        # repr keeps every digit of the float: a sub-second rewrite of the same size still
-        # changes the text where the store records sub-second times.
-        return f"size={self.size};mtime={self.mtime!r}"
+        return _stat_text(self.size, self.mtime)
 
     @classmethod
     def parse(cls, text: str | None) -> SourceVersion | None:
@@ -195,4 +193,11 @@ def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> st
     are always read and compared by content SHA-256."""
     if not last_updated_in_seconds:
         return None
-    return str(SourceVersion.stat(size_bytes, last_updated_in_seconds))
+    # str(SourceVersion.stat(...)) without the object: a listing makes one per file.
+    return _stat_text(size_bytes, last_updated_in_seconds)
+
+
+def _stat_text(size: int | None, mtime: float | None) -> str:
+    # repr keeps every digit of the float: a sub-second rewrite of the same size still
+    # changes the text where the store records sub-second times.
+    return f"size={size};mtime={mtime!r}"

@@ -45,32 +45,40 @@ LISTING = pa.schema(
 LISTING_HOLD = 20_000
 
 
-def listing_table(files: Sequence[SourceFile]) -> pa.Table:
-    """``files`` as rows of ``LISTING``, in their order, each with its doc_id."""
-    uris, sizes, versions = zip(*files, strict=True) if files else ((), (), ())
-    return pa.table(
-        [[ids.doc_id(redact_uri(uri)) for uri in uris], uris, sizes, versions], schema=LISTING
-    )
+def listing_table(
+    uris: Sequence[str], sizes: Sequence[int], versions: Sequence[str | None]
+) -> pa.Table:
+    """Listed documents (columns of their ``SourceFile`` fields) as rows of ``LISTING``, in
+    their order, each with its doc_id."""
+    doc_ids = [ids.doc_id(redact_uri(uri)) for uri in uris]
+    return pa.table([doc_ids, uris, sizes, versions], schema=LISTING)
 
 
 class ListingHold:
     """Listed documents held, then sent on as ``ListedDocs`` (a message per doc-id bucket),
-    ``LISTING_HOLD`` at a time."""
+    ``LISTING_HOLD`` at a time. A document is held as its fields, in a list per column: no
+    object per document outlives its listing (thousands of them, held, would wake Python's
+    garbage collector, whose full pass over a worker's heap costs more than the listing)."""
 
     def __init__(self) -> None:
-        self._files: list[SourceFile] = []
+        self._uris: list[str] = []
+        self._sizes: list[int] = []
+        self._versions: list[str | None] = []
 
     def add(self, file: SourceFile) -> list[ListedDocs]:
         """Holds ``file``; when the hold is full, every document held, by bucket."""
-        self._files.append(file)
-        return self.release() if len(self._files) >= LISTING_HOLD else []
+        self._uris.append(file.uri)
+        self._sizes.append(file.size_bytes)
+        self._versions.append(file.version)
+        return self.release() if len(self._uris) >= LISTING_HOLD else []
 
     def release(self) -> list[ListedDocs]:
         """Every document held, by bucket (none when none is)."""
-        files, self._files = self._files, []
-        if not files:
+        if not self._uris:
             return []
-        return [ListedDocs(*cut) for cut in prior.by_bucket(listing_table(files), "doc_id")]
+        table = listing_table(self._uris, self._sizes, self._versions)
+        self._uris, self._sizes, self._versions = [], [], []
+        return [ListedDocs(*cut) for cut in prior.by_bucket(table, "doc_id")]
 
 
 class ListFiles(beam.PTransform):

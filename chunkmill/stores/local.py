@@ -5,6 +5,7 @@ and modification time."""
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import stat
 from collections.abc import Iterator
@@ -59,30 +60,35 @@ class LocalStore(WalkedStore):
         root = glob.root
         real_root = os.path.realpath(root or ".").rstrip("/") + "/"
         if not glob.wildcard:
-            real_dir = os.path.realpath(os.path.dirname(glob.pattern) or ".")
-            listed = _entry(glob.pattern, real_dir, real_root, root, rules)
+            folder = os.path.realpath(os.path.dirname(glob.pattern) or ".")
+            listed = _entry(glob.pattern, _as_folder(folder), real_root, len(root), rules)
             if listed is not None:
                 yield listed
             return
+        match = glob.regex.fullmatch
         todo = [root.rstrip("/") or "/"]
         while todo:
             folder = todo.pop()
-            real_dir = os.path.realpath(folder)
-            if rules.in_output(folder + "/") or rules.in_output(real_dir + "/"):
+            real_folder = _as_folder(os.path.realpath(folder))
+            if rules.in_output(_as_folder(folder)) or rules.in_output(real_folder):
                 continue  # nothing under the output is listed, by path or by real path
             try:
                 with os.scandir(folder) as found:
-                    entries = sorted(found, key=_name)
+                    entries = sorted(found, key=_NAME)
             except OSError as e:
                 yield list_failed(str(e.filename), e)
                 continue
             folders = []
             for entry in entries:
-                if _is_folder(entry):
+                try:
+                    is_folder = entry.is_dir()  # a folder, or a symlink to one
+                except OSError:  # cannot be examined: taken for a file, as os.walk takes it
+                    is_folder = False
+                if is_folder:
                     if not entry.is_symlink():
                         folders.append(entry.path)
-                elif glob.match(entry.path):
-                    listed = _entry(entry.path, real_dir, real_root, root, rules)
+                elif match(entry.path):
+                    listed = _entry(entry.path, real_folder, real_root, len(root), rules)
                     if listed is not None:
                         yield listed
             todo.extend(reversed(folders))
@@ -157,31 +163,29 @@ def _read_all(fd: int, size: int, limit: int | None) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
+_NAME = operator.attrgetter("name")
 
 
-def _is_folder(entry: os.DirEntry[str]) -> bool:
-    """Whether ``entry`` is a folder or a symlink to one (one that cannot be examined is
-    taken for a file, as ``os.walk`` takes it)."""
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
+def _as_folder(path: str) -> str:
+    """``path`` with one trailing "/": the prefix of every path under it."""
+    return path.rstrip("/") + "/"
 
 
-def _entry(path: str, real_dir: str, real_root: str, root: str, rules: Rules) -> Listed | None:
-    """What the listing says of the file at ``path`` (in the real folder ``real_dir``):
-    None when it is not listed at all (under the output, gone, a folder behind a symlink)."""
+def _entry(
+    path: str, real_folder: str, real_root: str, root_length: int, rules: Rules
+) -> Listed | None:
+    """What the listing says of the file at ``path``, whose folder's real path is
+    ``real_folder`` (ending in "/"), judged relative to its pattern's root (the first
+    ``root_length`` characters of ``path``): None when it is not listed at all (under the
+    output, gone, a folder behind a symlink)."""
     if rules.in_output(path):
         return None
-    shown = display_name(path)
-    reason = rules.screen(path[len(root) :])
+    reason = rules.screen(path[root_length:])
     if reason is not None:
-        return Skipped(shown, reason)
-    if shown != path:
+        return Skipped(display_name(path), reason)
+    if not path.isascii() and display_name(path) != path:
         return ListingError(
-            shown, BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
+            display_name(path), BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
         )
     try:
         st = os.lstat(path)
@@ -200,7 +204,7 @@ def _entry(path: str, real_dir: str, real_root: str, root: str, rules: Rules) ->
         if not rules.follow_symlinks and not real.startswith(real_root):
             return Skipped(path, SYMLINK_OUTSIDE_INPUT)
     else:  # not a symlink: its real path is its real folder's, and its name
-        real = f"{real_dir.rstrip('/')}/{path[path.rfind('/') + 1 :]}"
+        real = real_folder + path[path.rfind("/") + 1 :]
     if rules.in_output(real):
         return None
     if not stat.S_ISREG(st.st_mode):
