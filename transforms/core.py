@@ -37,7 +37,8 @@ from chunkmill.transforms.process_docs import ProcessDocuments, ReadBytes, read_
 
 
 class ChunkCorpus(beam.PTransform):
-    """``{'files': PCollection[SourceFile | Skipped | ListingError]}`` and optionally
+    """``{'files': PCollection[ListedDocs | Skipped | ListingError]}`` (``ListFiles``'s; a
+    ``SourceFile`` per document in place of ``ListedDocs`` is taken too) and optionally
     ``'prior': PCollection[PriorPart]`` (the prior manifest's parts; without it, a first run:
     nothing is diffed, and the graph has no step for the prior) and ``'prior_errors':
     PCollection[(doc_id, PriorError)]`` (the prior run's errors/ rows) →
