@@ -1,8 +1,11 @@
 """Listing time against the GCS and S3 emulators: how long one page of 1,000 objects takes,
 single-lister versus sharded by prefix (``chunkmill.transforms.storage``), with the version of every
-object and no read.
+object and no read. On local disk (``--stores local``): the CPU time of the walk and of
+holding its documents as Arrow rows by doc-id bucket (``sources.ListingHold``), what
+``ListFiles``'s ``ListShard`` does, over a Markdown corpus of ``--objects`` documents.
 
     python -m benchmarks.listing --objects 5000 --prefixes 50
+    python -m benchmarks.listing --stores local --objects 7000
 
 Needs the test extra (gcp-storage-emulator, moto[server]). An emulator answers on loopback
 with no network, TLS, authentication or real index behind it, so its per-page time is a lower
@@ -15,11 +18,13 @@ import argparse
 import logging
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from chunkmill.transforms import storage
+from chunkmill.transforms import sources, storage
 from tests.e2e.stores import gcs_emulator, gcs_env, s3_emulator, s3_env, store_env
 
 
@@ -109,12 +114,45 @@ def bench_s3(objects: int, prefixes: int) -> dict[str, float]:
         return _time_listing("s3://bench/docs/**", page_time)
 
 
+def bench_local(objects: int, rounds: int = 5) -> dict[str, float]:
+    """The local listing of a fresh corpus, CPU seconds, best of ``rounds``: the walk
+    (``storage.list_shard``) and the hold that turns its documents into ``ListedDocs``."""
+    from benchmarks.peers import write_corpus
+
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = Path(folder) / "corpus"
+        write_corpus(corpus, objects)
+        pattern = f"{corpus}/**"
+        walks, holds = [], []
+        for _ in range(rounds):
+            started = time.process_time()
+            listed = [x for shard in storage.plan(pattern) for x in storage.list_shard(shard)]
+            walks.append(time.process_time() - started)
+            started = time.process_time()
+            held = sources.ListingHold()
+            docs = [d for f in listed for d in held.add(f)] + held.release()
+            holds.append(time.process_time() - started)
+    return {
+        "objects": len(listed),
+        "messages": len(docs),
+        "walk_cpu_s": min(walks),
+        "hold_cpu_s": min(holds),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--prefixes", type=int, default=50)
-    parser.add_argument("--stores", default="gcs,s3", help="comma-separated: gcs, s3")
+    parser.add_argument("--stores", default="gcs,s3", help="comma-separated: gcs, s3, local")
     args = parser.parse_args()
+    if "local" in args.stores.split(","):
+        local = bench_local(args.objects)
+        print(
+            f"local: {local['objects']} documents; walk {local['walk_cpu_s'] * 1000:.0f} ms CPU, "
+            f"held as {local['messages']} messages by doc-id bucket "
+            f"{local['hold_cpu_s'] * 1000:.0f} ms CPU (best of 5)"
+        )
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto logs every request
     os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "bench")
     for name, bench in (("gcs", bench_gcs), ("s3", bench_s3)):
