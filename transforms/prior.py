@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -209,56 +208,65 @@ def summary_table(table: pa.Table, part: str) -> pa.Table:
     """One ``SUMMARY`` row for every document with rows in ``table`` (one part): its rows,
     and the value each of the ``SHARED_COLUMNS`` has in all of them (null where they differ
     or any is null), as ``prior_summary.summarise`` and ``shared`` give it. Read off runs of
-    a document's rows, a few array passes instead of a hash aggregation of every shared
+    a document's rows, a few Arrow passes instead of a hash aggregation of every shared
     column: a part holds each document's rows together, as the manifest is written, and is
-    sorted by doc_id first where it does not."""
+    sorted by doc_id first where it does not. Arrow kernels only, no NumPy array made into
+    an Arrow one (the first such call of a process loads ``numpy.ma``, tens of ms)."""
     if table.num_rows == 0:
         return SUMMARY.empty_table()
     docs = _plain(table["doc_id"])
-    starts = _run_starts(docs)
+    firsts = _run_firsts(docs)
+    starts = pc.indices_nonzero(firsts)
     if len(starts) != pc.count_distinct(docs).as_py():
         table = table.take(pc.sort_indices(docs))
         docs = _plain(table["doc_id"])
-        starts = _run_starts(docs)
-    rows = np.diff(np.append(starts, table.num_rows))
-    firsts = pa.array(starts)
+        firsts = _run_firsts(docs)
+        starts = pc.indices_nonzero(firsts)
+    # Run i spans rows [bounds[i], bounds[i + 1]).
+    bounds = pa.concat_arrays([starts, pa.array([table.num_rows], starts.type)])
+    ends = bounds.slice(1)
     return pa.table(
         [
-            docs.take(firsts),
+            docs.take(starts),
             pa.repeat(pa.scalar(part, pa.string()), len(starts)),
-            pa.array(rows, pa.int64()),
-            *(_shared_in_runs(_plain(table[name]), starts) for name in carryover.SHARED_COLUMNS),
+            pc.cast(pc.subtract(ends, starts), pa.int64()),
+            *(
+                _shared_in_runs(_plain(table[name]), firsts, starts, ends)
+                for name in carryover.SHARED_COLUMNS
+            ),
         ],
         schema=SUMMARY,
     )
 
 
-def _differs_from_previous(values: pa.Array) -> np.ndarray:
-    """Per row: whether its value differs from the row before (not for the first row; a null
-    beside a value differs, two nulls do not)."""
-    out = np.zeros(len(values), dtype=bool)
-    if len(values) > 1:
-        after, before = values.slice(1), values.slice(0, len(values) - 1)
-        differs = pc.fill_null(pc.not_equal(after, before), False)
-        differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
-        out[1:] = differs.to_numpy(zero_copy_only=False)
-    return out
+def _differs_from_previous(values: pa.Array) -> pa.Array:
+    """Per row: whether its value differs from the row before (false for the first row; a
+    null beside a value differs, two nulls do not)."""
+    if len(values) < 2:
+        return pa.repeat(pa.scalar(False), len(values))
+    after, before = values.slice(1), values.slice(0, len(values) - 1)
+    differs = pc.fill_null(pc.not_equal(after, before), False)
+    differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
+    return pa.concat_arrays([pa.array([False]), differs])
 
 
-def _run_starts(docs: pa.Array) -> np.ndarray:
-    """The first row of each run of equal doc_ids."""
-    return np.flatnonzero(_differs_from_previous(docs) | (np.arange(len(docs)) == 0))
+def _run_firsts(docs: pa.Array) -> pa.Array:
+    """Per row: whether it is the first of a run of equal doc_ids."""
+    differs = _differs_from_previous(docs)
+    return pa.concat_arrays([pa.array([True]), differs.slice(1)])
 
 
-def _shared_in_runs(values: pa.Array, starts: np.ndarray) -> pa.Array:
-    """Per run (beginning at ``starts``): the value every row of the run has, or null if they
-    differ or any is null."""
-    bad = _differs_from_previous(values)
-    bad[starts] = False  # a run's first row is compared with no other
-    bad |= pc.is_null(values).to_numpy(zero_copy_only=False)
-    mixed = np.logical_or.reduceat(bad, starts)
-    first = values.take(pa.array(starts))
-    return pc.if_else(pa.array(mixed), pa.scalar(None, values.type), first)
+def _shared_in_runs(values: pa.Array, firsts: pa.Array, starts: pa.Array, ends: pa.Array):
+    """Per run (``firsts`` marks each run's first row; run i spans rows ``starts[i]`` to
+    ``ends[i]``): the value every row of the run has, or null if they differ or any is null.
+    A row is bad if it is null or differs from the row before within its run; a run is
+    mixed if it holds a bad row: a running count of bad rows, read at the run's bounds."""
+    bad = pc.or_(pc.and_not(_differs_from_previous(values), firsts), pc.is_null(values))
+    seen = pa.concat_arrays(
+        [pa.array([0], pa.int64()), pc.cumulative_sum(pc.cast(bad, pa.int64()))]
+    )
+    mixed = pc.greater(pc.subtract(seen.take(ends), seen.take(starts)), 0)
+    return pc.if_else(mixed, pa.scalar(None, values.type), values.take(starts))
 
 
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
@@ -379,12 +387,17 @@ def _checked(message: bytes, ref: MessageRef) -> bytes:
 
 
 def hash_counts(table: pa.Table) -> pa.Table:
-    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``)."""
-    grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
+    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``).
+    Counted by ``value_counts``, a kernel of its own, not a grouping: a grouping would load
+    Arrow's query engine (Acero and its dataset modules) on the run's first call, which only
+    a night makes, and it is slower for one key column."""
+    if table.num_rows == 0:
+        return HASH_COUNTS.empty_table()
+    counted = pc.value_counts(table["chunk_hash"])
     return pa.table(
         [
-            digests.from_hex(grouped["chunk_hash"], digests.HASH_BYTES),
-            pc.cast(grouped["chunk_hash_count"], pa.int32()),
+            digests.from_hex(counted.field("values"), digests.HASH_BYTES),
+            pc.cast(counted.field("counts"), pa.int32()),
         ],
         schema=HASH_COUNTS,
     )
