@@ -505,7 +505,11 @@ def apply_verdicts(
 
 
 def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    """``values`` as one array: a column of one chunk (a part read from one row group) is
+    that chunk, not a copy (``combine_chunks`` copies even one chunk)."""
+    if isinstance(values, pa.ChunkedArray):
+        return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+    return values
 
 
 def _falses(n: int) -> pa.Array:
