@@ -7,7 +7,8 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
 
 1. ``SummariseParts`` reads six small columns of a part and cuts the summary of each
    document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
-   share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
+   share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket (the part's key
+   beside it once, not in every row: ``SUMMARY_MESSAGE``, ``summaries_table``), plus the part's
    distinct chunk hashes with their row counts grouped into buckets for the hash join
    (``hash_bucket``), written to one file of the run's temporary folder: only the place of
    each bucket's message in it crosses the join (``write_by_bucket``, ``read_message``).
@@ -120,6 +121,10 @@ SUMMARY = pa.schema(
         *(pa.field(name, pa.string()) for name in carryover.SHARED_COLUMNS),
     ]
 )
+# A part's SUMMARY rows as they cross the join by doc-id bucket: without ``part``, the one
+# value of every row of the message, which travels beside it once (``summaries_table``): a
+# part's key is a path, longer than the rest of a summary row but for its hashes.
+SUMMARY_MESSAGE = pa.schema([field for field in SUMMARY if field.name != "part"])
 KEPT_DOCS = pa.schema([pa.field("doc_id", pa.string(), nullable=False)])
 # The tag of a SUMMARY message among the values the join by doc-id bucket groups
 # (``doc_plan``): SummariseParts gives them tagged, so the graph has no step to tag them.
@@ -274,6 +279,27 @@ def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     return summary_rows(summary_table(table, part))
 
 
+def summary_message(payload: tuple[str, bytes]) -> tuple[str, pa.RecordBatch]:
+    """A message of ``SummariseParts`` (``(part key, IPC message of SUMMARY_MESSAGE)``),
+    decoded: its part's key and its rows."""
+    part, message = payload
+    return part, from_ipc(message, SUMMARY_MESSAGE)
+
+
+def summaries_table(messages: Sequence[tuple[str, pa.RecordBatch]]) -> pa.Table:
+    """Decoded messages of ``SummariseParts`` (``summary_message``) as one table of
+    ``SUMMARY``: each message's part key in its rows' ``part``, put there by one ``take``
+    for all the messages, not an array per message."""
+    table = pa.Table.from_batches([batch for _, batch in messages], schema=SUMMARY_MESSAGE)
+    keys = sorted({part for part, _ in messages})
+    at = {key: i for i, key in enumerate(keys)}
+    index = pa.array(
+        [at[part] for part, batch in messages for _ in range(batch.num_rows)], pa.int32()
+    )
+    parts = pa.array(keys, pa.string()).take(index)
+    return table.add_column(1, SUMMARY.field("part"), parts)
+
+
 def summary_rows(summary: pa.Table) -> list[tuple[str, PriorSummary]]:
     """The rows of a ``SUMMARY`` table as ``(doc_id, PriorSummary)``."""
     columns = [summary[name].to_pylist() for name in SUMMARY.names]
@@ -404,7 +430,8 @@ def hash_counts(table: pa.Table) -> pa.Table:
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, IPC message of SUMMARY rows))``, one per
+    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, (part key, IPC message of
+    SUMMARY_MESSAGE rows)))`` (``summary_message`` reads it), one per
     doc-id bucket the part has documents in, as the join by doc-id bucket takes them;
     tagged ``HASHES``: ``(hash bucket, (HASHES_TAG, MessageRef))``, as the hash join takes
     them: the part's hashes in the bucket with their row counts (``HASH_COUNTS``), written
@@ -422,8 +449,9 @@ class SummariseParts(beam.DoFn):
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
-        for bucket, summary in by_bucket(summary_table(table, part.key), "doc_id"):
-            yield bucket, (SUMMARY_TAG, summary)
+        summary = summary_table(table, part.key).drop_columns(["part"])
+        for bucket, message in by_bucket(summary, "doc_id"):
+            yield bucket, (SUMMARY_TAG, (part.key, message))
         for bucket, ref in write_by_bucket(self._folder(), by_bucket(hash_counts(table))):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, (HASHES_TAG, ref)))
 
@@ -600,8 +628,8 @@ class ApplyVerdicts(beam.DoFn):
 
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
-    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
-    rows)), "hashes": (hash bucket, (HASHES_TAG, MessageRef of HASH_COUNTS))}``
+    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, (part key, IPC message of
+    SUMMARY_MESSAGE rows))), "hashes": (hash bucket, (HASHES_TAG, MessageRef of HASH_COUNTS))}``
     (``SummariseParts``), read with ``read(part, columns)``; the hash counts' files are
     written under ``temp`` (a folder every worker reaches, such as the run's temporary
     folder; default: a local temporary folder)."""
