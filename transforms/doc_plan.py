@@ -187,7 +187,8 @@ class _PlanBucket(PerBundle):
         super().start_bundle()
         self._kept: dict[str, list[pa.Array]] = {}
         self._kept_n = 0
-        self._pending: dict[int, list[pa.RecordBatch]] = {_LISTED: [], _SUMMARY: []}
+        self._listed_batches: list[pa.RecordBatch] = []
+        self._summaries: list[tuple[str, pa.RecordBatch]] = []
         self._pending_n = 0
         self._failures: dict[str, list[PriorError]] = {}
         self._failed_prefixes: list[str] = []
@@ -204,8 +205,12 @@ class _PlanBucket(PerBundle):
                 doc, *error = payload
                 self._failures.setdefault(doc, []).append(PriorError._make(error))
                 continue
-            batch = prior.from_ipc(payload, LISTING if tag == _LISTED else prior.SUMMARY)
-            self._pending[tag].append(batch)
+            if tag == _LISTED:
+                batch = prior.from_ipc(payload, LISTING)
+                self._listed_batches.append(batch)
+            else:
+                part, batch = prior.summary_message(payload)
+                self._summaries.append((part, batch))
             self._pending_n += batch.num_rows
         if self._pending_n >= _PLAN_HOLD:
             yield from self._plan()
@@ -218,10 +223,10 @@ class _PlanBucket(PerBundle):
     def _plan(self):
         """Plans the held buckets (whole buckets: every document's listing, summaries and
         failures are in them)."""
-        listing = _one_per_doc(pa.Table.from_batches(self._pending[_LISTED], schema=LISTING))
-        summary = pa.Table.from_batches(self._pending[_SUMMARY], schema=prior.SUMMARY)
+        listing = _one_per_doc(pa.Table.from_batches(self._listed_batches, schema=LISTING))
+        summary = prior.summaries_table(self._summaries)
         failures = self._failures
-        self._pending, self._pending_n, self._failures = {_LISTED: [], _SUMMARY: []}, 0, {}
+        self._listed_batches, self._summaries, self._pending_n, self._failures = [], [], 0, {}
         yield from self._listed(listing, summary, failures)
         yield from self._unlisted(listing, summary, self._failed_prefixes)
 

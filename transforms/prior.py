@@ -7,7 +7,8 @@ of a full run. Instead the prior manifest is read in parts (one row group of one
 
 1. ``SummariseParts`` reads six small columns of a part and cuts the summary of each
    document in it (``SUMMARY``: rows, and the version, fingerprint and content hash they
-   share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket, plus the part's
+   share) by doc-id bucket (``doc_bucket``), one Arrow message per bucket (the part's key
+   beside it once, not in every row: ``SUMMARY_MESSAGE``, ``summaries_table``), plus the part's
    distinct chunk hashes with their row counts grouped into buckets for the hash join
    (``hash_bucket``), written to one file of the run's temporary folder: only the place of
    each bucket's message in it crosses the join (``write_by_bucket``, ``read_message``).
@@ -35,7 +36,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -121,6 +121,10 @@ SUMMARY = pa.schema(
         *(pa.field(name, pa.string()) for name in carryover.SHARED_COLUMNS),
     ]
 )
+# A part's SUMMARY rows as they cross the join by doc-id bucket: without ``part``, the one
+# value of every row of the message, which travels beside it once (``summaries_table``): a
+# part's key is a path, longer than the rest of a summary row but for its hashes.
+SUMMARY_MESSAGE = pa.schema([field for field in SUMMARY if field.name != "part"])
 KEPT_DOCS = pa.schema([pa.field("doc_id", pa.string(), nullable=False)])
 # The tag of a SUMMARY message among the values the join by doc-id bucket groups
 # (``doc_plan``): SummariseParts gives them tagged, so the graph has no step to tag them.
@@ -209,61 +213,91 @@ def summary_table(table: pa.Table, part: str) -> pa.Table:
     """One ``SUMMARY`` row for every document with rows in ``table`` (one part): its rows,
     and the value each of the ``SHARED_COLUMNS`` has in all of them (null where they differ
     or any is null), as ``prior_summary.summarise`` and ``shared`` give it. Read off runs of
-    a document's rows, a few array passes instead of a hash aggregation of every shared
+    a document's rows, a few Arrow passes instead of a hash aggregation of every shared
     column: a part holds each document's rows together, as the manifest is written, and is
-    sorted by doc_id first where it does not."""
+    sorted by doc_id first where it does not. Arrow kernels only, no NumPy array made into
+    an Arrow one (the first such call of a process loads ``numpy.ma``, tens of ms)."""
     if table.num_rows == 0:
         return SUMMARY.empty_table()
     docs = _plain(table["doc_id"])
-    starts = _run_starts(docs)
+    firsts = _run_firsts(docs)
+    starts = pc.indices_nonzero(firsts)
     if len(starts) != pc.count_distinct(docs).as_py():
         table = table.take(pc.sort_indices(docs))
         docs = _plain(table["doc_id"])
-        starts = _run_starts(docs)
-    rows = np.diff(np.append(starts, table.num_rows))
-    firsts = pa.array(starts)
+        firsts = _run_firsts(docs)
+        starts = pc.indices_nonzero(firsts)
+    # Run i spans rows [bounds[i], bounds[i + 1]).
+    bounds = pa.concat_arrays([starts, pa.array([table.num_rows], starts.type)])
+    ends = bounds.slice(1)
     return pa.table(
         [
-            docs.take(firsts),
+            docs.take(starts),
             pa.repeat(pa.scalar(part, pa.string()), len(starts)),
-            pa.array(rows, pa.int64()),
-            *(_shared_in_runs(_plain(table[name]), starts) for name in carryover.SHARED_COLUMNS),
+            pc.cast(pc.subtract(ends, starts), pa.int64()),
+            *(
+                _shared_in_runs(_plain(table[name]), firsts, starts, ends)
+                for name in carryover.SHARED_COLUMNS
+            ),
         ],
         schema=SUMMARY,
     )
 
 
-def _differs_from_previous(values: pa.Array) -> np.ndarray:
-    """Per row: whether its value differs from the row before (not for the first row; a null
-    beside a value differs, two nulls do not)."""
-    out = np.zeros(len(values), dtype=bool)
-    if len(values) > 1:
-        after, before = values.slice(1), values.slice(0, len(values) - 1)
-        differs = pc.fill_null(pc.not_equal(after, before), False)
-        differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
-        out[1:] = differs.to_numpy(zero_copy_only=False)
-    return out
+def _differs_from_previous(values: pa.Array) -> pa.Array:
+    """Per row: whether its value differs from the row before (false for the first row; a
+    null beside a value differs, two nulls do not)."""
+    if len(values) < 2:
+        return pa.repeat(pa.scalar(False), len(values))
+    after, before = values.slice(1), values.slice(0, len(values) - 1)
+    differs = pc.fill_null(pc.not_equal(after, before), False)
+    differs = pc.or_(differs, pc.xor(pc.is_null(after), pc.is_null(before)))
+    return pa.concat_arrays([pa.array([False]), differs])
 
 
-def _run_starts(docs: pa.Array) -> np.ndarray:
-    """The first row of each run of equal doc_ids."""
-    return np.flatnonzero(_differs_from_previous(docs) | (np.arange(len(docs)) == 0))
+def _run_firsts(docs: pa.Array) -> pa.Array:
+    """Per row: whether it is the first of a run of equal doc_ids."""
+    differs = _differs_from_previous(docs)
+    return pa.concat_arrays([pa.array([True]), differs.slice(1)])
 
 
-def _shared_in_runs(values: pa.Array, starts: np.ndarray) -> pa.Array:
-    """Per run (beginning at ``starts``): the value every row of the run has, or null if they
-    differ or any is null."""
-    bad = _differs_from_previous(values)
-    bad[starts] = False  # a run's first row is compared with no other
-    bad |= pc.is_null(values).to_numpy(zero_copy_only=False)
-    mixed = np.logical_or.reduceat(bad, starts)
-    first = values.take(pa.array(starts))
-    return pc.if_else(pa.array(mixed), pa.scalar(None, values.type), first)
+def _shared_in_runs(values: pa.Array, firsts: pa.Array, starts: pa.Array, ends: pa.Array):
+    """Per run (``firsts`` marks each run's first row; run i spans rows ``starts[i]`` to
+    ``ends[i]``): the value every row of the run has, or null if they differ or any is null.
+    A row is bad if it is null or differs from the row before within its run; a run is
+    mixed if it holds a bad row: a running count of bad rows, read at the run's bounds."""
+    bad = pc.or_(pc.and_not(_differs_from_previous(values), firsts), pc.is_null(values))
+    seen = pa.concat_arrays(
+        [pa.array([0], pa.int64()), pc.cumulative_sum(pc.cast(bad, pa.int64()))]
+    )
+    mixed = pc.greater(pc.subtract(seen.take(ends), seen.take(starts)), 0)
+    return pc.if_else(mixed, pa.scalar(None, values.type), values.take(starts))
 
 
 def summaries(table: pa.Table, part: str) -> list[tuple[str, PriorSummary]]:
     """``(doc_id, PriorSummary)`` for every document with rows in ``table`` (one part)."""
     return summary_rows(summary_table(table, part))
+
+
+def summary_message(payload: tuple[str, bytes]) -> tuple[str, pa.RecordBatch]:
+    """A message of ``SummariseParts`` (``(part key, IPC message of SUMMARY_MESSAGE)``),
+    decoded: its part's key and its rows."""
+    part, message = payload
+    return part, from_ipc(message, SUMMARY_MESSAGE)
+
+
+def summaries_table(messages: Sequence[tuple[str, pa.RecordBatch]]) -> pa.Table:
+    """Decoded messages of ``SummariseParts`` (``summary_message``) as one table of
+    ``SUMMARY``: each message's part key in its rows' ``part``, put there by one ``take``
+    for all the messages, not an array per message."""
+    table = pa.Table.from_batches([batch for _, batch in messages], schema=SUMMARY_MESSAGE)
+    keys = sorted({part for part, _ in messages})
+    at = {key: i for i, key in enumerate(keys)}
+    index = pa.array(
+        [at[part] for part, batch in messages for _ in range(batch.num_rows)], pa.int32()
+    )
+    parts = pa.array(keys, pa.string()).take(index)
+    return table.add_column(1, SUMMARY.field("part"), parts)
 
 
 def summary_rows(summary: pa.Table) -> list[tuple[str, PriorSummary]]:
@@ -379,19 +413,25 @@ def _checked(message: bytes, ref: MessageRef) -> bytes:
 
 
 def hash_counts(table: pa.Table) -> pa.Table:
-    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``)."""
-    grouped = table.group_by("chunk_hash").aggregate([("chunk_hash", "count")])
+    """Each distinct hash of ``table`` (hex) with its number of rows (``HASH_COUNTS``).
+    Counted by ``value_counts``, a kernel of its own, not a grouping: a grouping would load
+    Arrow's query engine (Acero and its dataset modules) on the run's first call, which only
+    a night makes, and it is slower for one key column."""
+    if table.num_rows == 0:
+        return HASH_COUNTS.empty_table()
+    counted = pc.value_counts(table["chunk_hash"])
     return pa.table(
         [
-            digests.from_hex(grouped["chunk_hash"], digests.HASH_BYTES),
-            pc.cast(grouped["chunk_hash_count"], pa.int32()),
+            digests.from_hex(counted.field("values"), digests.HASH_BYTES),
+            pc.cast(counted.field("counts"), pa.int32()),
         ],
         schema=HASH_COUNTS,
     )
 
 
 class SummariseParts(beam.DoFn):
-    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, IPC message of SUMMARY rows))``, one per
+    """``PriorPart`` → ``(doc bucket, (SUMMARY_TAG, (part key, IPC message of
+    SUMMARY_MESSAGE rows)))`` (``summary_message`` reads it), one per
     doc-id bucket the part has documents in, as the join by doc-id bucket takes them;
     tagged ``HASHES``: ``(hash bucket, (HASHES_TAG, MessageRef))``, as the hash join takes
     them: the part's hashes in the bucket with their row counts (``HASH_COUNTS``), written
@@ -409,8 +449,9 @@ class SummariseParts(beam.DoFn):
 
     def process(self, part: PriorPart):
         table = self._read(part, ["doc_id", *carryover.SHARED_COLUMNS, "chunk_hash"])
-        for bucket, summary in by_bucket(summary_table(table, part.key), "doc_id"):
-            yield bucket, (SUMMARY_TAG, summary)
+        summary = summary_table(table, part.key).drop_columns(["part"])
+        for bucket, message in by_bucket(summary, "doc_id"):
+            yield bucket, (SUMMARY_TAG, (part.key, message))
         for bucket, ref in write_by_bucket(self._folder(), by_bucket(hash_counts(table))):
             yield beam.pvalue.TaggedOutput(HASHES, (bucket, (HASHES_TAG, ref)))
 
@@ -492,7 +533,11 @@ def apply_verdicts(
 
 
 def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    """``values`` as one array: a column of one chunk (a part read from one row group) is
+    that chunk, not a copy (``combine_chunks`` copies even one chunk)."""
+    if isinstance(values, pa.ChunkedArray):
+        return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+    return values
 
 
 def _falses(n: int) -> pa.Array:
@@ -583,8 +628,8 @@ class ApplyVerdicts(beam.DoFn):
 
 @beam.typehints.with_input_types(PriorPart)
 class SummarisePrior(beam.PTransform):
-    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, IPC message of SUMMARY
-    rows)), "hashes": (hash bucket, (HASHES_TAG, MessageRef of HASH_COUNTS))}``
+    """``PriorPart`` → ``{"summaries": (doc bucket, (SUMMARY_TAG, (part key, IPC message of
+    SUMMARY_MESSAGE rows))), "hashes": (hash bucket, (HASHES_TAG, MessageRef of HASH_COUNTS))}``
     (``SummariseParts``), read with ``read(part, columns)``; the hash counts' files are
     written under ``temp`` (a folder every worker reaches, such as the run's temporary
     folder; default: a local temporary folder)."""

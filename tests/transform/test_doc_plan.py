@@ -93,7 +93,7 @@ def _listing(files: list[SourceFile]) -> list[tuple[str, tuple[int, bytes]]]:
     return [(b, (doc_plan._LISTED, m)) for b, m in prior.by_bucket(table, "doc_id")]
 
 
-def _summaries(parts) -> list[tuple[str, tuple[int, bytes]]]:
+def _summaries(parts) -> list[tuple[str, tuple[int, tuple[str, bytes]]]]:
     read = prior.SummariseParts()
     return [
         e

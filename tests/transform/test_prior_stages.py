@@ -39,7 +39,10 @@ def test_summarise_prior_gives_each_document_its_rows_and_each_hash_its_count(tm
         )
         assert_that(
             out["summaries"]
-            | "Docs" >> beam.FlatMap(lambda e: prior.from_ipc(e[1][1], prior.SUMMARY).to_pylist())
+            | "Docs"
+            >> beam.FlatMap(
+                lambda e: prior.summaries_table([prior.summary_message(e[1][1])]).to_pylist()
+            )
             | beam.Map(lambda s: (s["doc_id"], s["part"], s["rows"])),
             equal_to(
                 [

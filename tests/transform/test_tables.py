@@ -129,6 +129,22 @@ def test_read_manifest_yields_every_row_group_of_exactly_the_files_given(tmp_pat
         assert_that(parts, equal_to([PriorPart(str(path), g) for g in range(3)]))
 
 
+def test_read_manifest_of_one_part_yields_it_without_a_grouping(tmp_path: Path):
+    rows = [manifest_row("d1", i, H1) for i in range(3)]
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema.MANIFEST), path)
+    with pipeline() as p:
+        parts = p | "ReadManifest" >> sources.ReadManifest([str(path)])
+        assert_that(parts, equal_to([PriorPart(str(path), 0)]))
+        steps = [
+            type(applied.transform).__name__
+            for applied in p.transforms_stack[0].parts
+            if applied.full_label == "ReadManifest"
+            for applied in applied.parts
+        ]
+    assert "GroupByKey" not in steps and steps, steps
+
+
 def test_read_manifest_of_no_files_is_empty_and_of_a_damaged_file_refuses_the_run(
     tmp_path: Path,
 ):

@@ -180,3 +180,26 @@ def test_summaries_read_off_runs_equal_the_aggregation_of_every_row(seed):
         )
     ]
     assert sorted(got, key=lambda r: r["doc_id"]) == sorted(want, key=lambda r: r["doc_id"])
+
+
+def test_summaries_of_several_parts_cross_without_their_part_and_get_it_back():
+    """Each message of SummariseParts carries its part's key once, beside rows without it;
+    the join gets every row's part back, messages of several parts interleaved."""
+    tables = {
+        key: prior.summary_table(
+            manifest_table([r for d in range(3) for r in rows_of(f"/c/{key[0]}-{d}.md", "a")]),
+            key,
+        )
+        for key in ("0:/p.parquet", "1:/p.parquet")
+    }
+    messages = [
+        prior.summary_message((key, message))
+        for key, table in tables.items()
+        for _, message in prior.by_bucket(table.drop_columns(["part"]), "doc_id")
+    ]
+    assert all(batch.schema.equals(prior.SUMMARY_MESSAGE) for _, batch in messages)
+    messages = messages[::2] + messages[1::2]  # the parts' messages interleaved
+    got = prior.summaries_table(messages)
+    assert got.schema.equals(prior.SUMMARY)
+    want = pa.concat_tables(tables.values()).to_pylist()
+    assert sorted(got.to_pylist(), key=str) == sorted(want, key=str)
