@@ -12,6 +12,8 @@ in memory whole, and Beam estimates the size of an Arrow table by pickling it.
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -21,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from chunkmill import schema
+from chunkmill import schema, stores
 from chunkmill.transforms import textstore
 from chunkmill.transforms.parquet_batches import (
     ROW_GROUP_BUFFER_BYTES,
@@ -30,9 +32,6 @@ from chunkmill.transforms.parquet_batches import (
 )
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
-
-# What TableFiles writes: the run's tables and the text of its chunks/ rows.
-_SCHEMAS = {**schema.TABLES, textstore.TEXT: textstore.TEXT_SCHEMA}
 
 
 class WriteTables(beam.PTransform):
@@ -95,10 +94,10 @@ class TableFiles:
     in ``temp``, removed with it (``name_table_files``): only a committed attempt's names
     reach the naming step, as with ``WriteTables``' own files.
 
-    With ``text``, every row group of chunks/ is also written, as the text store's rows
-    (``textstore.text_rows``: the same buffers, not copied), to a file of table
+    With ``text``, each file of chunks/ is also the text store's file of its rows, table
     ``textstore.TEXT``, which ``WriteTables`` names under the text store's folder of the run
-    for its publishing step (``textstore.write_run_text``)."""
+    for its publishing step (``textstore.write_run_text``): the same bytes, not written
+    twice (``same_file``); the store reads its columns of it (``textstore.TEXT_SCHEMA``)."""
 
     def __init__(
         self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES, text: bool = False
@@ -130,19 +129,38 @@ class TableFiles:
         for file in self._files.values():
             file.close()
         self._files = {}
+        if self._text:
+            for name, path in list(written):
+                if name == "chunks":
+                    text = temp_table_path(self._temp, textstore.TEXT)
+                    same_file(path, text)
+                    written.append((textstore.TEXT, text))
         return written
 
     def _write(self, name: str, table: pa.Table) -> None:
         self._file(name).write(table)
-        if self._text and name == "chunks":
-            self._file(textstore.TEXT).write(textstore.text_rows(table))
 
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
         if file is None:
-            file = TableFile(temp_table_path(self._temp, name), _SCHEMAS[name])
+            file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
             self._files[name] = file
         return file
+
+
+def same_file(source: str, target: str) -> None:
+    """``target`` holds the bytes of the written file ``source``: on local disk a second
+    name of it (a hard link; a copy where the disk has none), elsewhere a copy the store
+    makes (no bytes through this process). Neither file is written again: a table's files
+    are written once and only renamed or deleted after."""
+    local, local_target = stores.local_path(source), stores.local_path(target)
+    if local is not None and local_target is not None:
+        try:
+            os.link(local, local_target)
+        except OSError:
+            shutil.copyfile(local, local_target)
+        return
+    FileSystems.copy([source], [target])
 
 
 class _WriteTableFiles(beam.DoFn):

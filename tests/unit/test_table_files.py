@@ -3,12 +3,14 @@ whatever a retry or a failed bundle attempt left behind."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from chunkmill import schema
+from chunkmill.transforms import textstore
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.sinks import TableFiles, name_table_files
 from tests.unit.test_prior_integrity import hand_rows
@@ -82,3 +84,44 @@ def test_rows_written_where_they_are_decided_fill_one_file_per_table_in_large_ro
     ]
     assert parquet.read()["chunk_id"].to_pylist() == [r["chunk_id"] for r in rows]
     assert parquet.schema_arrow.equals(schema.MANIFEST)
+
+
+def _chunk_rows(n: int) -> pa.Table:
+    rows = hand_rows(n)
+    for i, row in enumerate(rows):
+        del row["is_new"]
+        row.update(text=f"text of chunk {i} " * 50, text_with_context=None)
+        row["section_path"] = ["Intro", "Usage"]
+    return pa.Table.from_pylist(rows, schema=schema.CHUNKS)
+
+
+def test_the_text_of_chunks_is_its_file_named_again_not_written_twice(tmp_path):
+    chunks = _chunk_rows(5)
+    files = TableFiles(str(tmp_path / "temp"), text=True)
+    files.write("chunks", chunks)
+
+    written = dict(files.close())
+
+    source, text = Path(written["chunks"]), Path(written[textstore.TEXT])
+    assert source != text and text.read_bytes() == source.read_bytes()
+    assert os.path.samefile(source, text)  # local disk: one file, two names
+    source.unlink()  # a run folder deleted by runs gc leaves the store's name of it
+    store = pq.read_table(text, columns=textstore.TEXT_SCHEMA.names)
+    assert store.cast(textstore.TEXT_SCHEMA).equals(chunks.select(textstore.TEXT_SCHEMA.names))
+
+
+def test_files_skip_dictionaries_of_unique_columns_and_statistics_of_text(tmp_path):
+    path = str(tmp_path / "chunks.parquet")
+    file = TableFile(path, schema.CHUNKS)
+    file.write(_chunk_rows(40))
+    file.close()
+
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    dictionary = {p for p, c in columns.items() if "RLE_DICTIONARY" in c.encodings}
+    with_statistics = {p for p, c in columns.items() if c.is_stats_set}
+    assert not dictionary & {"chunk_id", "chunk_hash", "text", "text_with_context"}
+    # Repeated values keep theirs, a list's leaf too (named as the writer names it).
+    assert {"doc_id", "strategy", "char_start", "section_path.list.item"} <= dictionary
+    assert with_statistics == set(columns) - {"text", "text_with_context"}
+    assert pq.read_table(path).equals(_chunk_rows(40))
