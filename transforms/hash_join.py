@@ -218,13 +218,16 @@ class _MarkNew(PerBundle):
 def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, pa.Table]:
     """A staged file's rows split by their decisions (``(bucket, flags)`` of ``MarkNew``):
     ``{"manifest": every row, flagged is_new; "added": its added occurrences; "chunks": the
-    chosen ones, text included}``, each in the file's row order. Every staged row has exactly
-    one decision (it is in one bucket), or ``RuntimeError``."""
+    chosen ones, text included}``, each in the file's row order; "added" is the manifest's
+    table itself when every row is added (a first run). Every staged row has exactly one
+    decision (it is in one bucket), or ``RuntimeError``."""
     rows = staging.read(path)
     flags = _row_flags(path, rows, decided)
     is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
     tables = {"manifest": prior.as_table(rows, schema.MANIFEST, is_new=is_new)}
-    if pc.any(added).as_py():
+    if pc.all(added).as_py():
+        tables[_ADDED] = tables["manifest"]  # the same columns: ADDED is MANIFEST's schema
+    elif pc.any(added).as_py():
         added_rows, added_new = _where(added, rows, is_new)
         tables[_ADDED] = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
     else:
@@ -270,8 +273,12 @@ class _FinishStaged(PerBundle):
             if self._model_window is not None:
                 over = pc.greater(embed["token_count"], self._model_window)
                 tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
-        for name, table in tables.items():
-            self._files.write(name, table)
+        if tables[_ADDED] is manifest:  # every row added: its rows written once for both
+            self._files.write("manifest", manifest, also=_ADDED)
+        else:
+            self._files.write("manifest", manifest)
+            self._files.write(_ADDED, tables[_ADDED])
+        self._files.write(_CHUNKS, embed)
 
     def finish_bundle(self):
         yield from super().finish_bundle()

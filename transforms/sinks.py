@@ -94,10 +94,16 @@ class TableFiles:
     in ``temp``, removed with it (``name_table_files``): only a committed attempt's names
     reach the naming step, as with ``WriteTables``' own files.
 
+    Rows that are those of two tables (``write(..., also=...)``: on a first run every
+    manifest row is an added one) are written once: while a bundle's every row of the one
+    is a row of the other, the second table's file is the first's, named again
+    (``same_file``); once one of them gets rows of its own, the file so far is closed and
+    named for both, and each gets its own from there.
+
     With ``text``, each file of chunks/ is also the text store's file of its rows, table
     ``textstore.TEXT``, which ``WriteTables`` names under the text store's folder of the run
     for its publishing step (``textstore.write_run_text``): the same bytes, not written
-    twice (``same_file``); the store reads its columns of it (``textstore.TEXT_SCHEMA``)."""
+    twice; the store reads its columns of it (``textstore.TEXT_SCHEMA``)."""
 
     def __init__(
         self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES, text: bool = False
@@ -107,28 +113,38 @@ class TableFiles:
         self._text = text
         self._files: dict[str, TableFile] = {}
         self._gathered: dict[str, TableGatherer] = {}
+        self._closed: list[tuple[str, str]] = []
+        # table → the table whose rows its file holds too, so far; the tables given rows.
+        self._shared: dict[str, str] = {}
+        self._given: set[str] = set()
 
-    def write(self, name: str, table: pa.Table) -> None:
-        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
+    def write(self, name: str, table: pa.Table, *, also: str | None = None) -> None:
+        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``; with
+        ``also``, its rows are that table's too (of the same columns)."""
         if not table.num_rows:
             return
-        gathered = self._gathered.get(name)
-        if gathered is None:
-            size = TEXT_ROW_GROUP_BYTES if name == "chunks" else self._group_bytes
-            gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
-        for ready in gathered.add(table):
-            self._write(name, ready)
+        if also is not None and (
+            self._shared.get(name) == also or not self._given & {name, also}
+        ):
+            self._shared[name] = also
+            self._given |= {name, also}
+            self._add(name, table)
+            return
+        for source, target in list(self._shared.items()):
+            if name in (source, target) or also in (source, target):
+                self._part_ways(source)
+        for each in (name,) if also is None else (name, also):
+            self._given.add(each)
+            self._add(each, table)
 
     def close(self) -> list[tuple[str, str]]:
         """Writes what is held, closes every file; returns ``(table, path)`` of each."""
-        for name, gathered in self._gathered.items():
-            if gathered:
-                self._write(name, gathered.take())
-        self._gathered = {}
-        written = [(name, file.path) for name, file in self._files.items()]
-        for file in self._files.values():
-            file.close()
-        self._files = {}
+        for source in list(self._shared):
+            self._part_ways(source)
+        for name in list(self._files) + list(self._gathered):
+            self._close(name)
+        self._given = set()
+        written, self._closed = self._closed, []
         if self._text:
             for name, path in list(written):
                 if name == "chunks":
@@ -137,8 +153,35 @@ class TableFiles:
                     written.append((textstore.TEXT, text))
         return written
 
-    def _write(self, name: str, table: pa.Table) -> None:
-        self._file(name).write(table)
+    def _add(self, name: str, table: pa.Table) -> None:
+        gathered = self._gathered.get(name)
+        if gathered is None:
+            size = TEXT_ROW_GROUP_BYTES if name == "chunks" else self._group_bytes
+            gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
+        for ready in gathered.add(table):
+            self._file(name).write(ready)
+
+    def _close(self, name: str) -> str | None:
+        """Writes what ``name`` holds and closes its file; its path, None when it has none."""
+        gathered = self._gathered.pop(name, None)
+        if gathered:
+            self._file(name).write(gathered.take())
+        file = self._files.pop(name, None)
+        if file is None:
+            return None
+        file.close()
+        self._closed.append((name, file.path))
+        return file.path
+
+    def _part_ways(self, source: str) -> None:
+        """The file of ``source`` so far, closed, is also that of the table it shares it
+        with; from here each table has its own."""
+        target = self._shared.pop(source)
+        path = self._close(source)
+        if path is not None:
+            shared = temp_table_path(self._temp, target)
+            same_file(path, shared)
+            self._closed.append((target, shared))
 
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)

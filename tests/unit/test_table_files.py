@@ -125,3 +125,56 @@ def test_files_skip_dictionaries_of_unique_columns_and_statistics_of_text(tmp_pa
     assert {"doc_id", "strategy", "char_start", "section_path.list.item"} <= dictionary
     assert with_statistics == set(columns) - {"text", "text_with_context"}
     assert pq.read_table(path).equals(_chunk_rows(40))
+
+
+def _rows_of(written: list[tuple[str, str]], name: str) -> list[str]:
+    return sorted(
+        c
+        for table, path in written
+        if table == name
+        for c in pq.read_table(path)["chunk_id"].to_pylist()
+    )
+
+
+def test_rows_of_two_tables_are_written_once_while_every_row_is_both(tmp_path):
+    table = pa.Table.from_pylist(hand_rows(4), schema=schema.MANIFEST)
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", table.slice(0, 2), also="added")
+    files.write("manifest", table.slice(2), also="added")
+
+    written = files.close()
+
+    paths = dict(written)
+    assert sorted(t for t, _ in written) == ["added", "manifest"]
+    assert os.path.samefile(paths["manifest"], paths["added"])
+    assert (
+        _rows_of(written, "added")
+        == _rows_of(written, "manifest")
+        == sorted(table["chunk_id"].to_pylist())
+    )
+    assert pq.read_schema(paths["added"]).equals(schema.ADDED)
+
+
+def test_tables_that_part_ways_keep_the_rows_each_was_given(tmp_path):
+    table = pa.Table.from_pylist(hand_rows(6), schema=schema.MANIFEST)
+    a, b, c, d, e, f = (table.slice(i, 1) for i in range(6))
+    ids = [r["chunk_id"] for r in table.to_pylist()]
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", a, also="added")
+    files.write("manifest", b, also="added")
+    files.write("added", c)  # a row of added alone: the shared file so far is both tables'
+    files.write("manifest", d, also="added")
+    files.write("manifest", e)
+
+    written = files.close()
+
+    assert _rows_of(written, "manifest") == sorted([ids[0], ids[1], ids[3], ids[4]])
+    assert _rows_of(written, "added") == sorted(ids[:4])
+    # A table given rows of its own first never shares its file.
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", e)
+    files.write("manifest", f, also="added")
+    written = files.close()
+    assert _rows_of(written, "manifest") == sorted(ids[4:]) and _rows_of(written, "added") == [
+        ids[5]
+    ]
