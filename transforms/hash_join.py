@@ -240,9 +240,11 @@ class _FinishStaged(PerBundle):
     """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
     wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
     flagged ``is_new``, its added occurrences and its chosen ones, text included
-    (``staged_tables``), written where they are decided, for ``WriteTables`` to name; with
-    ``text``, the chosen ones' text also as the text store's rows (``textstore.TEXT``), for
-    the run's publishing step to name instead of reading chunks/ back.
+    (``staged_tables``), written where they are decided, for ``WriteTables`` to name, each
+    row once: rows that are both manifest and added rows (all of a first run's) are written
+    once for both tables; with ``text``, each chunks/ file is also the text store's file of
+    its rows (``textstore.TEXT``), for the run's publishing step to name instead of reading
+    chunks/ back.
 
     With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
     tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks

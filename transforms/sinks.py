@@ -123,9 +123,7 @@ class TableFiles:
         ``also``, its rows are that table's too (of the same columns)."""
         if not table.num_rows:
             return
-        if also is not None and (
-            self._shared.get(name) == also or not self._given & {name, also}
-        ):
+        if also is not None and (self._shared.get(name) == also or not self._given & {name, also}):
             self._shared[name] = also
             self._given |= {name, also}
             self._add(name, table)
