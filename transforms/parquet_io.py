@@ -28,7 +28,7 @@ class TableFile:
     """A Parquet file being written to ``path`` (any FileSystems path), with page
     checksums: the settings of Beam's Parquet sink (no compression) plus the checksums,
     without a dictionary for ``UNIQUE_COLUMNS`` and statistics for ``TEXT_COLUMNS``
-    (docs/tables.md, "How the files are written")."""
+    (docs/design.md, "Why the shapes are what they are")."""
 
     def __init__(self, path: str, table_schema: pa.Schema) -> None:
         self.path = path
