@@ -218,15 +218,18 @@ class _MarkNew(PerBundle):
 def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, pa.Table]:
     """A staged file's rows split by their decisions (``(bucket, flags)`` of ``MarkNew``):
     ``{"manifest": every row, flagged is_new; "added": its added occurrences; "chunks": the
-    chosen ones, text included}``, each in the file's row order. Every staged row has exactly
-    one decision (it is in one bucket), or ``RuntimeError``."""
+    chosen ones, text included}``, each in the file's row order; "added" is the manifest's
+    table itself when every row is added (a first run). Every staged row has exactly one
+    decision (it is in one bucket), or ``RuntimeError``."""
     rows = staging.read(path)
     flags = _row_flags(path, rows, decided)
     is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
-    tables = {"manifest": prior.as_table(rows, schema.MANIFEST, is_new=is_new)}
-    if pc.any(added).as_py():
+    tables = {"manifest": _flagged(rows, is_new, schema.MANIFEST)}
+    if pc.all(added).as_py():
+        tables[_ADDED] = tables["manifest"]  # the same columns: ADDED is MANIFEST's schema
+    elif pc.any(added).as_py():
         added_rows, added_new = _where(added, rows, is_new)
-        tables[_ADDED] = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
+        tables[_ADDED] = _flagged(added_rows, added_new, schema.ADDED)
     else:
         tables[_ADDED] = schema.ADDED.empty_table()
     (tables[_CHUNKS],) = _where(chosen, rows)
@@ -237,9 +240,11 @@ class _FinishStaged(PerBundle):
     """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
     wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
     flagged ``is_new``, its added occurrences and its chosen ones, text included
-    (``staged_tables``), written where they are decided, for ``WriteTables`` to name; with
-    ``text``, the chosen ones' text also as the text store's rows (``textstore.TEXT``), for
-    the run's publishing step to name instead of reading chunks/ back.
+    (``staged_tables``), written where they are decided, for ``WriteTables`` to name, each
+    row once: rows that are both manifest and added rows (all of a first run's) are written
+    once for both tables; with ``text``, each chunks/ file is also the text store's file of
+    its rows (``textstore.TEXT``), for the run's publishing step to name instead of reading
+    chunks/ back.
 
     With ``model_window`` (the embedding model's input window in tokens, where the tokenizer
     tells it, so that ``token_count`` is in the model's own tokens), it also counts the chunks
@@ -270,13 +275,25 @@ class _FinishStaged(PerBundle):
             if self._model_window is not None:
                 over = pc.greater(embed["token_count"], self._model_window)
                 tally["chunks_over_model_window"] += pc.sum(over).as_py() or 0
-        for name, table in tables.items():
-            self._files.write(name, table)
+        if tables[_ADDED] is manifest:  # every row added: its rows written once for both
+            self._files.write("manifest", manifest, also=_ADDED)
+        else:
+            self._files.write("manifest", manifest)
+            self._files.write(_ADDED, tables[_ADDED])
+        self._files.write(_CHUNKS, embed)
 
     def finish_bundle(self):
         yield from super().finish_bundle()
         for written in self._files.close():
             yield window.GlobalWindows.windowed_value(written)
+
+
+def _flagged(rows: pa.Table, is_new: pa.Array, target: pa.Schema) -> pa.Table:
+    """Staged rows (``schema.CHUNKS``, as ``staging.read`` gives them) as rows of ``target``
+    (manifest/ or added/): their occurrence columns, then ``is_new``."""
+    return pa.Table.from_arrays(
+        [*rows.select(schema.OCCURRENCE_FIELDS).columns, is_new], schema=target
+    )
 
 
 def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:

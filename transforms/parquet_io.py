@@ -4,32 +4,54 @@ through Beam's FileSystems, so local paths, gs:// and s3:// behave the same."""
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from chunkmill import stores
+
+# Columns whose values are (nearly) all different: a dictionary of them saves nothing, and the
+# writer would hash up to a page of them before giving it up.
+UNIQUE_COLUMNS = frozenset({"chunk_id", "chunk_hash", "text", "text_with_context"})
+# Columns of long text: min/max statistics of them would be the writer comparing every text
+# to no reader's use (a filter on a chunk's text is no filter a row group can skip).
+TEXT_COLUMNS = frozenset({"text", "text_with_context"})
+
 
 class TableFile:
     """A Parquet file being written to ``path`` (any FileSystems path), with page
-    checksums: the settings of Beam's Parquet sink (no compression) plus the checksums."""
+    checksums: the settings of Beam's Parquet sink (no compression) plus the checksums,
+    without a dictionary for ``UNIQUE_COLUMNS`` and statistics for ``TEXT_COLUMNS``
+    (docs/design.md, "Why the shapes are what they are")."""
 
     def __init__(self, path: str, table_schema: pa.Schema) -> None:
         self.path = path
-        self._handle = FileSystems.create(
-            path, mime_type="application/x-parquet", compression_type=CompressionTypes.UNCOMPRESSED
-        )
+        local = stores.local_path(path)
+        if local is not None:
+            # Arrow's own file: the writer's pages go to the disk without a Python copy each.
+            os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as FileSystems.create
+            self._handle: Any = pa.OSFile(local, "wb")
+        else:
+            self._handle = FileSystems.create(
+                path,
+                mime_type="application/x-parquet",
+                compression_type=CompressionTypes.UNCOMPRESSED,
+            )
         # Beam's own settings (no compression; lists written as Arrow names them), so the
         # files are those Beam's sink writes, plus the checksums.
         self._writer = pq.ParquetWriter(
             self._handle,
             table_schema,
-            compression="none",
-            use_deprecated_int96_timestamps=False,
-            use_compliant_nested_type=False,
+            **_BEAM_SETTINGS,
             write_page_checksum=True,
+            use_dictionary=_leaves(table_schema, UNIQUE_COLUMNS),
+            write_statistics=_leaves(table_schema, TEXT_COLUMNS),
         )
 
     def write(self, table: pa.Table) -> None:
@@ -39,6 +61,24 @@ class TableFile:
     def close(self) -> None:
         self._writer.close()
         self._handle.close()
+
+
+_BEAM_SETTINGS = {
+    "compression": "none",
+    "use_deprecated_int96_timestamps": False,
+    "use_compliant_nested_type": False,
+}
+
+
+@functools.lru_cache(maxsize=32)
+def _leaves(table_schema: pa.Schema, without: frozenset[str]) -> list[str]:
+    """The Parquet column paths of ``table_schema`` (a list's is ``name.list.item``: the
+    writer's settings name leaves) but those of the top-level columns ``without``."""
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, table_schema, **_BEAM_SETTINGS).close()
+    parquet = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    paths = (parquet.column(i).path for i in range(len(parquet)))
+    return [p for p in paths if p.split(".", 1)[0] not in without]
 
 
 def footer_rows(path: str) -> int:

@@ -12,6 +12,8 @@ in memory whole, and Beam estimates the size of an Arrow table by pickling it.
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -21,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from chunkmill import schema
+from chunkmill import schema, stores
 from chunkmill.transforms import textstore
 from chunkmill.transforms.parquet_batches import (
     ROW_GROUP_BUFFER_BYTES,
@@ -30,9 +32,6 @@ from chunkmill.transforms.parquet_batches import (
 )
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.runstate import run_dir, table_dir
-
-# What TableFiles writes: the run's tables and the text of its chunks/ rows.
-_SCHEMAS = {**schema.TABLES, textstore.TEXT: textstore.TEXT_SCHEMA}
 
 
 class WriteTables(beam.PTransform):
@@ -95,10 +94,16 @@ class TableFiles:
     in ``temp``, removed with it (``name_table_files``): only a committed attempt's names
     reach the naming step, as with ``WriteTables``' own files.
 
-    With ``text``, every row group of chunks/ is also written, as the text store's rows
-    (``textstore.text_rows``: the same buffers, not copied), to a file of table
+    Rows that are those of two tables (``write(..., also=...)``: on a first run every
+    manifest row is an added one) are written once: while a bundle's every row of the one
+    is a row of the other, the second table's file is the first's, named again
+    (``same_file``); once one of them gets rows of its own, the file so far is closed and
+    named for both, and each gets its own from there.
+
+    With ``text``, each file of chunks/ is also the text store's file of its rows, table
     ``textstore.TEXT``, which ``WriteTables`` names under the text store's folder of the run
-    for its publishing step (``textstore.write_run_text``)."""
+    for its publishing step (``textstore.write_run_text``): the same bytes, not written
+    twice; the store reads its columns of it (``textstore.TEXT_SCHEMA``)."""
 
     def __init__(
         self, temp: str, *, row_group_bytes: int = ROW_GROUP_BUFFER_BYTES, text: bool = False
@@ -108,41 +113,95 @@ class TableFiles:
         self._text = text
         self._files: dict[str, TableFile] = {}
         self._gathered: dict[str, TableGatherer] = {}
+        self._closed: list[tuple[str, str]] = []
+        # table → the table whose rows its file holds too, so far; the tables given rows.
+        self._shared: dict[str, str] = {}
+        self._given: set[str] = set()
 
-    def write(self, name: str, table: pa.Table) -> None:
-        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``."""
+    def write(self, name: str, table: pa.Table, *, also: str | None = None) -> None:
+        """``table`` (``schema.TABLES[name]``) into the bundle's file of ``name``; with
+        ``also``, its rows are that table's too (of the same columns)."""
         if not table.num_rows:
             return
+        if also is not None and (self._shared.get(name) == also or not self._given & {name, also}):
+            self._shared[name] = also
+            self._given |= {name, also}
+            self._add(name, table)
+            return
+        for source, target in list(self._shared.items()):
+            if name in (source, target) or also in (source, target):
+                self._part_ways(source)
+        for each in (name,) if also is None else (name, also):
+            self._given.add(each)
+            self._add(each, table)
+
+    def close(self) -> list[tuple[str, str]]:
+        """Writes what is held, closes every file; returns ``(table, path)`` of each."""
+        for source in list(self._shared):
+            self._part_ways(source)
+        for name in list(self._files) + list(self._gathered):
+            self._close(name)
+        self._given = set()
+        written, self._closed = self._closed, []
+        if self._text:
+            for name, path in list(written):
+                if name == "chunks":
+                    text = temp_table_path(self._temp, textstore.TEXT)
+                    same_file(path, text)
+                    written.append((textstore.TEXT, text))
+        return written
+
+    def _add(self, name: str, table: pa.Table) -> None:
         gathered = self._gathered.get(name)
         if gathered is None:
             size = TEXT_ROW_GROUP_BYTES if name == "chunks" else self._group_bytes
             gathered = self._gathered[name] = TableGatherer(min(size, self._group_bytes))
         for ready in gathered.add(table):
-            self._write(name, ready)
+            self._file(name).write(ready)
 
-    def close(self) -> list[tuple[str, str]]:
-        """Writes what is held, closes every file; returns ``(table, path)`` of each."""
-        for name, gathered in self._gathered.items():
-            if gathered:
-                self._write(name, gathered.take())
-        self._gathered = {}
-        written = [(name, file.path) for name, file in self._files.items()]
-        for file in self._files.values():
-            file.close()
-        self._files = {}
-        return written
+    def _close(self, name: str) -> str | None:
+        """Writes what ``name`` holds and closes its file; its path, None when it has none."""
+        gathered = self._gathered.pop(name, None)
+        if gathered:
+            self._file(name).write(gathered.take())
+        file = self._files.pop(name, None)
+        if file is None:
+            return None
+        file.close()
+        self._closed.append((name, file.path))
+        return file.path
 
-    def _write(self, name: str, table: pa.Table) -> None:
-        self._file(name).write(table)
-        if self._text and name == "chunks":
-            self._file(textstore.TEXT).write(textstore.text_rows(table))
+    def _part_ways(self, source: str) -> None:
+        """The file of ``source`` so far, closed, is also that of the table it shares it
+        with; from here each table has its own."""
+        target = self._shared.pop(source)
+        path = self._close(source)
+        if path is not None:
+            shared = temp_table_path(self._temp, target)
+            same_file(path, shared)
+            self._closed.append((target, shared))
 
     def _file(self, name: str) -> TableFile:
         file = self._files.get(name)
         if file is None:
-            file = TableFile(temp_table_path(self._temp, name), _SCHEMAS[name])
+            file = TableFile(temp_table_path(self._temp, name), schema.TABLES[name])
             self._files[name] = file
         return file
+
+
+def same_file(source: str, target: str) -> None:
+    """``target`` holds the bytes of the written file ``source``: on local disk a second
+    name of it (a hard link; a copy where the disk has none), elsewhere a copy the store
+    makes (no bytes through this process). Neither file is written again: a table's files
+    are written once and only renamed or deleted after."""
+    local, local_target = stores.local_path(source), stores.local_path(target)
+    if local is not None and local_target is not None:
+        try:
+            os.link(local, local_target)
+        except OSError:
+            shutil.copyfile(local, local_target)
+        return
+    FileSystems.copy([source], [target])
 
 
 class _WriteTableFiles(beam.DoFn):

@@ -112,7 +112,8 @@ def read(path: str) -> pa.Table:
     are not the ones written."""
     local = stores.local_path(path)
     if local is not None:
-        with pa.OSFile(local, "rb") as handle:
+        # Mapped, not read: the rows' buffers are the file's pages, not a copy of them.
+        with pa.memory_map(local, "r") as handle:
             data: pa.Buffer | bytes = handle.read_buffer()
     else:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:

@@ -61,13 +61,6 @@ DEAD_SCHEMA = pa.schema(
 )
 
 
-def text_rows(chunks: pa.Table) -> pa.Table:
-    """chunks/ rows as the store's (``TEXT_SCHEMA``): their hash and texts, not copied."""
-    return pa.Table.from_arrays(
-        [chunks[f.name].cast(f.type) for f in TEXT_SCHEMA], schema=TEXT_SCHEMA
-    )
-
-
 class CorruptIndex(ValueError):
     """A ``_TEXT`` that is not a text-store index (damaged, or not chunkmill's)."""
 

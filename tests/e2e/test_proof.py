@@ -35,13 +35,17 @@ def refuse(out: Path, corpus: Path, capsys, *args: str) -> str:
 
 
 def _flip_a_middle_hash(path: Path) -> None:
-    """One hex digit of a chunk_hash changed inside the page data: same size, still hex."""
+    """One hex digit of a chunk_hash changed inside the page data: same size, still hex. The
+    same digit wherever the file holds the hash (a page header's or the footer's min/max
+    statistics may hold it too, before the page data), so the page data is changed."""
     hashes = sorted(pq.read_table(path, columns=["chunk_hash"])["chunk_hash"].to_pylist())
     victim = hashes[len(hashes) // 2].encode()
     data = bytearray(path.read_bytes())
     at = data.find(victim)
     assert at >= 0
-    data[at + 5] = ord("0") if data[at + 5] != ord("0") else ord("1")
+    while at >= 0:
+        data[at + 5] = ord("0") if data[at + 5] != ord("0") else ord("1")
+        at = data.find(victim, at + 1)
     path.write_bytes(bytes(data))
 
 

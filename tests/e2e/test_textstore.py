@@ -109,7 +109,11 @@ def test_a_run_names_the_text_written_where_its_rows_were_decided(chunkmill, cor
         index = textstore.read_index(str(output), run.dir.name)
         own = {f"text/{run.dir.name}/part-00000-of-00001.parquet"}
         assert own <= index.named() and index.dead is None
-        rows = pq.read_table(output / next(iter(own))).to_pylist()
+        # The store's columns of its file: the run's chunks/ file, named again.
+        text = output / next(iter(own))
+        rows = pq.read_table(text, columns=textstore.TEXT_SCHEMA.names).to_pylist()
+        chunks = run.dir / "chunks" / "part-00000-of-00001.parquet"
+        assert text.read_bytes() == chunks.read_bytes()
         assert sorted(rows, key=lambda r: r["chunk_hash"]) == sorted(
             (
                 {k: r[k] for k in ("chunk_hash", "text", "text_with_context")}

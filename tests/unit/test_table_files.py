@@ -3,12 +3,14 @@ whatever a retry or a failed bundle attempt left behind."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from chunkmill import schema
+from chunkmill.transforms import textstore
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.sinks import TableFiles, name_table_files
 from tests.unit.test_prior_integrity import hand_rows
@@ -82,3 +84,97 @@ def test_rows_written_where_they_are_decided_fill_one_file_per_table_in_large_ro
     ]
     assert parquet.read()["chunk_id"].to_pylist() == [r["chunk_id"] for r in rows]
     assert parquet.schema_arrow.equals(schema.MANIFEST)
+
+
+def _chunk_rows(n: int) -> pa.Table:
+    rows = hand_rows(n)
+    for i, row in enumerate(rows):
+        del row["is_new"]
+        row.update(text=f"text of chunk {i} " * 50, text_with_context=None)
+        row["section_path"] = ["Intro", "Usage"]
+    return pa.Table.from_pylist(rows, schema=schema.CHUNKS)
+
+
+def test_the_text_of_chunks_is_its_file_named_again_not_written_twice(tmp_path):
+    chunks = _chunk_rows(5)
+    files = TableFiles(str(tmp_path / "temp"), text=True)
+    files.write("chunks", chunks)
+
+    written = dict(files.close())
+
+    source, text = Path(written["chunks"]), Path(written[textstore.TEXT])
+    assert source != text and text.read_bytes() == source.read_bytes()
+    assert os.path.samefile(source, text)  # local disk: one file, two names
+    source.unlink()  # a run folder deleted by runs gc leaves the store's name of it
+    store = pq.read_table(text, columns=textstore.TEXT_SCHEMA.names)
+    assert store.cast(textstore.TEXT_SCHEMA).equals(chunks.select(textstore.TEXT_SCHEMA.names))
+
+
+def test_files_skip_dictionaries_of_unique_columns_and_statistics_of_text(tmp_path):
+    path = str(tmp_path / "chunks.parquet")
+    file = TableFile(path, schema.CHUNKS)
+    file.write(_chunk_rows(40))
+    file.close()
+
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    dictionary = {p for p, c in columns.items() if "RLE_DICTIONARY" in c.encodings}
+    with_statistics = {p for p, c in columns.items() if c.is_stats_set}
+    assert not dictionary & {"chunk_id", "chunk_hash", "text", "text_with_context"}
+    # Repeated values keep theirs, a list's leaf too (named as the writer names it).
+    assert {"doc_id", "strategy", "char_start", "section_path.list.item"} <= dictionary
+    assert with_statistics == set(columns) - {"text", "text_with_context"}
+    assert pq.read_table(path).equals(_chunk_rows(40))
+
+
+def _rows_of(written: list[tuple[str, str]], name: str) -> list[str]:
+    return sorted(
+        c
+        for table, path in written
+        if table == name
+        for c in pq.read_table(path)["chunk_id"].to_pylist()
+    )
+
+
+def test_rows_of_two_tables_are_written_once_while_every_row_is_both(tmp_path):
+    table = pa.Table.from_pylist(hand_rows(4), schema=schema.MANIFEST)
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", table.slice(0, 2), also="added")
+    files.write("manifest", table.slice(2), also="added")
+
+    written = files.close()
+
+    paths = dict(written)
+    assert sorted(t for t, _ in written) == ["added", "manifest"]
+    assert os.path.samefile(paths["manifest"], paths["added"])
+    assert (
+        _rows_of(written, "added")
+        == _rows_of(written, "manifest")
+        == sorted(table["chunk_id"].to_pylist())
+    )
+    assert pq.read_schema(paths["added"]).equals(schema.ADDED)
+
+
+def test_tables_that_part_ways_keep_the_rows_each_was_given(tmp_path):
+    table = pa.Table.from_pylist(hand_rows(6), schema=schema.MANIFEST)
+    a, b, c, d, e, f = (table.slice(i, 1) for i in range(6))
+    ids = [r["chunk_id"] for r in table.to_pylist()]
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", a, also="added")
+    files.write("manifest", b, also="added")
+    files.write("added", c)  # a row of added alone: the shared file so far is both tables'
+    files.write("manifest", d, also="added")
+    files.write("manifest", e)
+
+    written = files.close()
+
+    assert _rows_of(written, "manifest") == sorted([ids[0], ids[1], ids[3], ids[4]])
+    assert _rows_of(written, "added") == sorted(ids[:4])
+    # A table given rows of its own first never shares its file.
+    files = TableFiles(str(tmp_path))
+    files.write("manifest", e)
+    files.write("manifest", f, also="added")
+    written = files.close()
+    assert _rows_of(written, "manifest") == sorted(ids[4:]) and _rows_of(written, "added") == [
+        ids[5]
+    ]
