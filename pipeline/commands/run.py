@@ -282,7 +282,7 @@ def main(argv: Sequence[str]) -> int:
     finally:
         # What is alive now lives until the process ends: kept out of the collections of
         # the interpreter's shutdown, which would otherwise walk Beam's and pyarrow's
-        # objects for a tenth of a one-document run (docs/design.md, "The fixed cost").
+        # objects for a tenth of a one-document run (docs/design.md, start-up).
         gc.freeze()
 
 
