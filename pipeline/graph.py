@@ -18,10 +18,33 @@ from chunkmill.transforms.storage import ObjectReader, local_roots
 from chunkmill.versions import chunkmill_version
 
 
+class RunOptions(PipelineOptions):
+    """Beam's options of a run, each of their views made once.
+
+    Beam asks the options for a view (``view_as``) twice for every transform it applies, and
+    each view is a new argparse parser of that view's flags, parsed again: about 260 parsers
+    for a run's graph, half of its construction. A view holds no value of its own (they all
+    live in the options' one dictionary), so the first view of each class serves every
+    later ask."""
+
+    def view_as(self, cls: type[Any]) -> Any:
+        views: dict[type[Any], PipelineOptions] = self.__dict__.setdefault("_views", {})
+        view = views.get(cls)
+        # A view shares the options' values; one made before they were replaced is made again.
+        if view is None or view._all_options is not self._all_options:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("_views", None)  # views are made again where the options are read
+        return state
+
+
 def pipeline_options(settings: RunSettings) -> PipelineOptions:
     """Beam's options for the run: its Beam flags, with a local run (no ``--runner``,
     ``DirectRunner`` or ``FnApiRunner``) on the in-process engine (pipeline/runners.py)."""
-    return PipelineOptions(runners.local_engine(settings.beam_args))
+    return RunOptions(runners.local_engine(settings.beam_args))
 
 
 def build(p: beam.Pipeline, settings: RunSettings) -> None:

@@ -279,7 +279,9 @@ def point_latest_at_newest(output: str, run_id: str) -> str:
 
 
 class PublishRun(beam.PTransform):
-    """Runs once, after every table is written (the side inputs make it wait)."""
+    """Publishes the run once every table is written: ``"written"`` is one element, the
+    list of every written file (``sinks.WriteTables``), and the counts (one dict) wait as a
+    side input. Publishing joins the step that named the files, in one fused stage."""
 
     def __init__(
         self,
@@ -293,17 +295,23 @@ class PublishRun(beam.PTransform):
         self._policy = policy
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> beam.PCollection:
-        return (
-            inputs["counts"].pipeline
-            | "Once" >> beam.Create([None])
-            | "WriteSuccessAndLatest"
-            >> beam.Map(
-                publish,
-                counts=beam.pvalue.AsSingleton(inputs["counts"]),
-                written=beam.pvalue.AsList(inputs["written"]),
-                output=self._output,
-                run_id=self._run_id,
-                report=self._report,
-                policy=self._policy,
-            )
+        return inputs["written"] | "WriteSuccessAndLatest" >> beam.Map(
+            _publish_written,
+            counts=beam.pvalue.AsSingleton(inputs["counts"]),
+            output=self._output,
+            run_id=self._run_id,
+            report=self._report,
+            policy=self._policy,
         )
+
+
+def _publish_written(
+    written: list[str],
+    counts: dict[str, Any],
+    output: str,
+    run_id: str,
+    report: dict[str, Any],
+    policy: PublishPolicy,
+) -> str:
+    """``publish`` of the written files ``written``."""
+    return publish(None, counts, written, output, run_id, report, policy)

@@ -36,17 +36,20 @@ from chunkmill.transforms.runstate import run_dir, table_dir
 
 class WriteTables(beam.PTransform):
     """Writes each table of ``ChunkCorpus``'s output (``pa.Table`` elements, one row group
-    each) under the run's prefix; returns the written file names (one PCollection, all
-    tables). ``"table_files"``, when given, are ``(table, path)`` of files already written
-    under ``temp`` (``TableFiles``): they are named with the rest.
+    each) under the run's prefix; returns one element: the list of every written file's
+    name, all tables. ``"table_files"``, when given, are ``(table, path)`` of files already
+    written under ``temp`` (``TableFiles``): they are named with the rest.
 
     A DoFn per table writes a file per bundle in a temporary folder of the run, and one
     step after them names the files ``TABLE/part-SSSSS-of-NNNNN.parquet`` and removes the
     temporary folder: a few transforms where a Beam file sink per table costs a dozen each,
-    which shows in the fixed cost of every run. A table with no rows gets one empty file,
-    so every table of a run can be read. Pages carry CRC32 checksums, verified on every read.
-    Files of the text store's rows (``textstore.TEXT``) are named
-    ``text/RUN_ID/part-SSSSS-of-NNNNN.parquet`` (``textstore.run_folder``), none when none.
+    which shows in the fixed cost of every run. The naming step reads the files' names as
+    side inputs, so it starts once every file is written, in a fused stage of its own that
+    what follows (publishing the run) joins; a grouping of the names would cost three
+    stages more. A table with no rows gets one empty file, so every table of a run can be
+    read. Pages carry CRC32 checksums, verified on every read. Files of the text store's
+    rows (``textstore.TEXT``) are named ``text/RUN_ID/part-SSSSS-of-NNNNN.parquet``
+    (``textstore.run_folder``), none when none.
     """
 
     def __init__(self, output: str, run_id: str, temp: str | None = None) -> None:
@@ -55,7 +58,7 @@ class WriteTables(beam.PTransform):
         self._run_id = run_id
         self._temp = temp
 
-    def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
+    def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection[list[str]]:
         temp = self._temp or temp_folder(self._output, self._run_id)
         final = {name: table_dir(self._output, self._run_id, name) for name in schema.TABLES}
         final[textstore.TEXT] = textstore.run_folder(self._output, self._run_id)
@@ -66,11 +69,18 @@ class WriteTables(beam.PTransform):
         if "table_files" in tables:
             written.append(tables["table_files"])
         return (
-            tuple(written)
-            | "AllFiles" >> beam.Flatten()
-            | "Together" >> beam.combiners.ToList()
-            | "NameFiles" >> beam.FlatMap(name_table_files, temp=temp, final=final)
+            tables["errors"].pipeline
+            | "Once" >> beam.Create([None])
+            | "NameFiles"
+            >> beam.Map(_name_all, *map(beam.pvalue.AsList, written), temp=temp, final=final)
         )
+
+
+def _name_all(
+    _: None, *written: list[tuple[str, str]], temp: str, final: dict[str, str]
+) -> list[str]:
+    """Every table's files named (``name_table_files``): their final names."""
+    return list(name_table_files([f for files in written for f in files], temp=temp, final=final))
 
 
 def temp_folder(output: str, run_id: str) -> str:

@@ -198,8 +198,8 @@ def test_write_tables_writes_each_table_with_its_schema_and_checksums(tmp_path: 
         }
         written = inputs | sinks.WriteTables(str(out), "r1")
         assert_that(
-            written | beam.Map(lambda path: Path(path).parent.name),
-            equal_to(sorted(schema.TABLES)),
+            written | beam.Map(lambda paths: sorted(Path(p).parent.name for p in paths)),
+            equal_to([sorted(schema.TABLES)]),
         )
     run = out / "runs" / "r1"
     assert sorted(p.name for p in run.iterdir()) == sorted(schema.TABLES)
@@ -221,7 +221,7 @@ def _publish(out: Path, run_id: str, counts: dict, report: dict, policy=None) ->
     with pipeline() as p:
         inputs = {
             "counts": p | "Counts" >> beam.Create([counts]),
-            "written": p | "Written" >> beam.Create([str(path)]),
+            "written": p | "Written" >> beam.Create([[str(path)]]),
         }
         _ = inputs | publish.PublishRun(str(out), run_id, report, policy or publish.PublishPolicy())
 
