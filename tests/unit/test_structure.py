@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkmill.api import chunk_text
-from chunkmill.chunking import markdown
+from chunkmill.chunking import markdown, structure
 from chunkmill.chunking.base import chars4
 from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
 from chunkmill.config import Chunking, ChunkingConfig
@@ -235,3 +235,34 @@ def test_list_blocks_are_the_lists_region_blocks_finds(text, cut):
         found = []
         markdown.list_blocks(crlf, 0, len(crlf), found)
         assert found == lists_by_region_blocks(crlf, 0, len(crlf))
+
+
+def tables_row_by_row(text: str) -> list[tuple[int, int]]:
+    """The reference for ``structure._tables``: a table for every delimiter row, those in
+    a table's own lines included."""
+    found = []
+    for row in structure._DELIMITER_ROW.finditer(text):
+        found.append(structure._table(text, row.start(), row.end()))
+    return found
+
+
+table_line = st.sampled_from(
+    [
+        "| a | b |", "|---|:-:|", "| --- | --- |", "|:--|--:|", "---|---", "a | b", "|-|",
+        "| -1 | x |", "|\t:--\t|", "   |---|---|", "    |---|---|", "\\| escaped | pipe",
+        "a \\| b | c", "|---|---|\r", "| x |\r", "`a|b` inline", "- item | x", "| 1. |",
+        "", " ", "text", "---", "|", "||", "| - |", "|:-", "-|-", "| a |b|c|",
+    ]
+)  # fmt: skip
+table_text = st.lists(table_line, min_size=1, max_size=25).map("\n".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=table_text)
+def test_tables_merge_to_the_tables_of_every_delimiter_row(text):
+    def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        return structure._merged(structure._trimmed(text, ranges))
+
+    found = structure._tables(text)
+    assert found == sorted(found)
+    assert merged(found) == merged(tables_row_by_row(text))
