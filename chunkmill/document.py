@@ -369,27 +369,25 @@ def _chunk_columns(
         has_prev = [window.has_prev for window, _ in windows]
         has_next = [window.has_next for window, _ in windows]
     paths = _heading_paths(doc, spans) if chunking.config.heading_context else None
-    if paths is not None:
-        embed_texts = embed_texts.copy()  # texts stays the chunks' own
-        for index, path in enumerate(paths):
-            if path and texts[index].startswith("#"):  # the chunk opens with its heading
-                path = path[:-1]
-            if path:
-                headed = with_heading(path, embed_texts[index], count_tokens, max_embed_tokens)
-                if headed is not None:
-                    embed_texts[index], tokens[index] = headed
-                    with_context[index] = headed[0]
-    hashes = list(map(ids.chunk_hash, embed_texts))
-    chunk_id = ids.chunk_id
-    if len(set(hashes)) == n:  # every text once, as in most documents
-        chunk_ids = [chunk_id(doc_id, h, 0) for h in hashes]
-    else:
-        chunk_ids = []
-        seen: dict[str, int] = {}
-        for h in hashes:
-            occurrence = seen.get(h, 0)
-            seen[h] = occurrence + 1
-            chunk_ids.append(chunk_id(doc_id, h, occurrence))
+    chunk_hash, chunk_id = ids.chunk_hash, ids.chunk_id
+    hashes: list[str] = []
+    chunk_ids: list[str] = []
+    seen: dict[str, int] = {}
+    for index in range(n):
+        embed_text = embed_texts[index]
+        path = () if paths is None else paths[index]
+        if path and texts[index].startswith("#"):  # the chunk opens with its innermost heading
+            path = path[:-1]
+        if path:
+            headed = with_heading(path, embed_text, count_tokens, max_embed_tokens)
+            if headed is not None:
+                embed_text, tokens[index] = headed
+                with_context[index] = embed_text
+        h = chunk_hash(embed_text)
+        occurrence = seen.get(h, 0)
+        seen[h] = occurrence + 1
+        hashes.append(h)
+        chunk_ids.append(chunk_id(doc_id, h, occurrence))
     page_start: Sequence[Any] = nulls
     page_end: Sequence[Any] = nulls
     extracted_by: Sequence[Any] = nulls
