@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -49,23 +49,32 @@ def iter_files(root: str) -> Iterator[str]:
 
 
 class _TableWriter:
-    """Rows in, one Parquet file out, a record batch at a time."""
+    """Rows in, column by column, one Parquet file out, a record batch at a time."""
 
     def __init__(self, path: str, table_schema: pa.Schema) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._schema = table_schema
         self._writer = pq.ParquetWriter(path, table_schema)
-        self._rows: list[dict[str, Any]] = []
+        self._columns: dict[str, list[Any]] = {name: [] for name in table_schema.names}
+        self._rows = 0
 
-    def add(self, row: dict[str, Any]) -> None:
-        self._rows.append(row)
-        if len(self._rows) >= BATCH_ROWS:
+    def add(self, columns: Mapping[str, Sequence[Any]], rows: int) -> None:
+        """``rows`` rows, given as a sequence per column (a column absent is null)."""
+        for name, column in self._columns.items():
+            column.extend(columns[name] if name in columns else (None,) * rows)
+        self._rows += rows
+        if self._rows >= BATCH_ROWS:
             self._flush()
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        self.add({name: (value,) for name, value in row.items()}, 1)
 
     def _flush(self) -> None:
         if self._rows:
-            self._writer.write_batch(pa.RecordBatch.from_pylist(self._rows, schema=self._schema))
-            self._rows = []
+            arrays = [pa.array(self._columns[f.name], f.type) for f in self._schema]
+            self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+            self._columns = {name: [] for name in self._schema.names}
+            self._rows = 0
 
     def close(self) -> None:
         self._flush()
@@ -82,7 +91,6 @@ def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> 
     }
     counts: dict[str, Any] = {"docs": 0, "bytes": 0, "chunks": 0, "failed": 0}
     work_cpu = 0.0
-    manifest_fields = schema.MANIFEST_FIELDS
     # chunks/ holds each hash once, as the pipeline's does (its shuffle by hash does this).
     seen: set[str] = set()
     for path in iter_files(corpus_dir):
@@ -102,14 +110,25 @@ def run(corpus_dir: str, out_dir: str, config: ChunkingConfig | None = None) -> 
         counts["bytes"] += len(data)
         if outcome.error is not None:
             counts["failed"] += 1
-            writers["errors"].add(outcome.error)
-        for row in outcome.occurrences:
-            counts["chunks"] += 1
-            if row["chunk_hash"] not in seen:  # a first run: every hash is new
-                seen.add(row["chunk_hash"])
-                writers["chunks"].add(row)
-            row["is_new"] = True
-            writers["manifest"].add({k: row[k] for k in manifest_fields})
+            writers["errors"].add_row(outcome.error)
+        chunks = outcome.chunks
+        if not chunks:
+            continue
+        n = len(chunks["chunk_id"])
+        counts["chunks"] += n
+        writers["manifest"].add({**chunks, "is_new": (True,) * n}, n)  # a first run: all new
+        firsts = []  # the rows whose hash is not in chunks/ yet
+        for index, h in enumerate(chunks["chunk_hash"]):
+            if h not in seen:
+                seen.add(h)
+                firsts.append(index)
+        if len(firsts) == n:
+            writers["chunks"].add(chunks, n)
+        elif firsts:
+            writers["chunks"].add(
+                {name: [column[i] for i in firsts] for name, column in chunks.items()},
+                len(firsts),
+            )
     for writer in writers.values():
         writer.close()
     counts["work_cpu_s"] = work_cpu

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from chunkmill import carryover, ids
+from chunkmill import carryover, ids, schema
 from chunkmill.chunking import Span
 from chunkmill.chunking.base import TokenCounter
 from chunkmill.chunking.structure import heading_paths
@@ -52,16 +52,33 @@ CARRIED_OVER = "carried_over"
 FAILED = "failed"
 
 
+# The columns of a chunk row (``schema.CHUNKS``), in order.
+CHUNK_COLUMNS: tuple[str, ...] = tuple(schema.CHUNKS.names)
+
+
 @dataclass
 class DocOutcome:
     status: str
-    occurrences: list[dict[str, Any]] = field(default_factory=list)  # new chunk rows, with text
+    # The new chunk rows, with their text, column by column: a list per name of
+    # ``CHUNK_COLUMNS``, or None when there is none. Columns, not a dict per row: the rows
+    # become an Arrow table, which is built from lists of values several times faster.
+    chunks: dict[str, Sequence[Any]] | None = None
     error: dict[str, Any] | None = None
     # Carried over after reading: the same bytes under new listing metadata, so its kept rows
     # record this version and the next run can skip reading it.
     new_version: str | None = None
     # Processed, and found to hold no text: no chunk, every prior row removed.
     emptied: bool = False
+
+    @property
+    def occurrences(self) -> list[dict[str, Any]]:
+        """The new chunk rows, a dict each (``chunks`` row by row)."""
+        if not self.chunks:
+            return []
+        names = list(self.chunks)
+        return [
+            dict(zip(names, row, strict=True)) for row in zip(*self.chunks.values(), strict=True)
+        ]
 
     def verdict(self, doc_id: str) -> Verdict:
         """What becomes of the document's prior rows: an emptied document's are all removed
@@ -71,7 +88,7 @@ class DocOutcome:
             return Verdict(doc_id, EMPTIED)
         if self.status == PROCESSED:
             return Verdict(
-                doc_id, REPLACE, current_ids=tuple(o["chunk_id"] for o in self.occurrences)
+                doc_id, REPLACE, current_ids=tuple(self.chunks["chunk_id"] if self.chunks else ())
             )
         return Verdict(doc_id, KEEP, version=self.new_version)
 
@@ -256,10 +273,10 @@ def chunk_extracted(item: WorkItem, doc: Extracted, sha: str, chunking: Chunking
     if not spans:  # the strategy makes no chunk of this text: there is nothing to serve
         return DocOutcome(PROCESSED, emptied=True)
 
-    occurrences = _chunk_rows(
+    chunks = _chunk_columns(
         item, doc, spans, chunk_tokens, sha, chunking, strategy, chunker.max_embed_tokens
     )
-    return DocOutcome(PROCESSED, occurrences=occurrences)
+    return DocOutcome(PROCESSED, chunks=chunks)
 
 
 class ChunkInChild:
@@ -313,7 +330,7 @@ def _process_in_child(
     return chunk_extracted(item, extracted, sha, chunking)
 
 
-def _chunk_rows(
+def _chunk_columns(
     item: WorkItem,
     doc: Extracted,
     spans: list[Span],
@@ -322,85 +339,104 @@ def _chunk_rows(
     chunking: Chunking,
     strategy: str,
     max_embed_tokens: int,
-) -> list[dict[str, Any]]:
-    """One row per span, in order. This loop runs once per chunk of every changed document:
-    what is the same for the whole document is computed once, outside it. ``chunk_tokens``
+) -> dict[str, Sequence[Any]]:
+    """The chunk rows of the spans, in order, column by column (``CHUNK_COLUMNS``). This runs
+    once per changed document: what is the same for the whole document is a repeated value,
+    what a span holds is its column of the spans transposed, and the loop computes only what
+    depends on the text embedded (its hash, id, token count and heading). ``chunk_tokens``
     are the chunks' token counts where the chunker counted them already."""
-    texts = [doc.text[span.start : span.end] for span in spans]
+    n = len(spans)
+    starts, ends, span_paths, anchors, section_indexes, paragraphs, paragraph_totals = zip(
+        *spans, strict=True
+    )
+    text = doc.text
+    texts = [text[start:end] for start, end in zip(starts, ends, strict=True)]
     # Context windows narrowed to the embedding limit, with their token counts.
     windows = chunking.context_windows(texts, max_embed_tokens)
     count_tokens = chunking.count_tokens
     doc_id = item.doc_id
-    has_pages = doc.page_starts is not None
-    constant: dict[str, object] = {
-        "doc_id": doc_id,
-        "source_uri": redact_uri(item.uri),  # the document's identity; the read used item.uri
-        "strategy": strategy,
-        "config_fingerprint": chunking.config.fingerprint,
-        "content_sha256": sha,
-        "doc_format": doc.format,
-        "page_start": None,
-        "page_end": None,
-        "has_prev_context": None,
-        "has_next_context": None,
-        "text_with_context": None,
-        "source_version": item.version,
-        "decode_lossy": doc.lossy,
-        "extracted_by": None,
-    }
+    nulls = (None,) * n
+    with_context: list[Any] = [None] * n
+    has_prev: Sequence[Any] = nulls
+    has_next: Sequence[Any] = nulls
+    if windows is None:
+        embed_texts = texts
+        tokens = [count_tokens(t) for t in texts] if chunk_tokens is None else list(chunk_tokens)
+    else:
+        embed_texts = [window.text for window, _ in windows]
+        tokens = [count for _, count in windows]
+        with_context = embed_texts.copy()
+        has_prev = [window.has_prev for window, _ in windows]
+        has_next = [window.has_next for window, _ in windows]
     paths = _heading_paths(doc, spans) if chunking.config.heading_context else None
-    has_outline = doc.outline is not None
     chunk_hash, chunk_id = ids.chunk_hash, ids.chunk_id
+    hashes: list[str] = []
+    chunk_ids: list[str] = []
     seen: dict[str, int] = {}
-    rows: list[dict[str, object]] = []
-    for index, span in enumerate(spans):
-        text = texts[index]
-        row = constant.copy()
-        if windows is None:
-            embed_text = text
-            tokens = count_tokens(text) if chunk_tokens is None else chunk_tokens[index]
-        else:
-            window, tokens = windows[index]
-            embed_text = window.text
-            row["text_with_context"] = embed_text
-            row["has_prev_context"] = window.has_prev
-            row["has_next_context"] = window.has_next
+    for index in range(n):
+        embed_text = embed_texts[index]
         path = () if paths is None else paths[index]
-        if path and text.startswith("#"):  # the chunk opens with its innermost heading
+        if path and texts[index].startswith("#"):  # the chunk opens with its innermost heading
             path = path[:-1]
         if path:
             headed = with_heading(path, embed_text, count_tokens, max_embed_tokens)
             if headed is not None:
-                embed_text, tokens = headed
-                row["text_with_context"] = embed_text
+                embed_text, tokens[index] = headed
+                with_context[index] = embed_text
         h = chunk_hash(embed_text)
         occurrence = seen.get(h, 0)
         seen[h] = occurrence + 1
-        if has_pages:
-            pages = doc.pages_of(span.start, span.end)
-            if pages is not None:
-                row["page_start"], row["page_end"] = pages
-            row["extracted_by"] = doc.extracted_by_of(span.start, span.end)
-        row["chunk_id"] = chunk_id(doc_id, h, occurrence)
-        row["chunk_hash"] = h
-        row["chunk_index"] = index
-        row["char_start"] = span.start
-        row["char_end"] = span.end
-        row["token_count"] = tokens
-        if span.section_path is not None:
-            row["section_path"] = list(span.section_path)
-        elif has_outline:  # a PDF's bookmarks, where it has them
-            outline_path = doc.section_at(span.start)
-            row["section_path"] = None if outline_path is None else list(outline_path)
-        else:
-            row["section_path"] = None
-        row["section_anchor"] = span.section_anchor
-        row["section_chunk_index"] = span.section_chunk_index
-        row["paragraph_index"] = span.paragraph_index
-        row["total_paragraphs"] = span.total_paragraphs
-        row["text"] = text
-        rows.append(row)
-    return rows
+        hashes.append(h)
+        chunk_ids.append(chunk_id(doc_id, h, occurrence))
+    page_start: Sequence[Any] = nulls
+    page_end: Sequence[Any] = nulls
+    extracted_by: Sequence[Any] = nulls
+    if doc.page_starts is not None:
+        pages = [doc.pages_of(start, end) for start, end in zip(starts, ends, strict=True)]
+        page_start = [None if p is None else p[0] for p in pages]
+        page_end = [None if p is None else p[1] for p in pages]
+        extracted_by = [doc.extracted_by_of(s, e) for s, e in zip(starts, ends, strict=True)]
+    section_paths: Sequence[Any] = nulls
+    if doc.outline is not None or span_paths.count(None) < n:
+        section_paths = [
+            # the strategy's, else a PDF's bookmarks, where it has them
+            list(path) if path is not None else _outline_path(doc, start)
+            for path, start in zip(span_paths, starts, strict=True)
+        ]
+    return {
+        "chunk_id": chunk_ids,
+        "chunk_hash": hashes,
+        "doc_id": (doc_id,) * n,
+        # The document's identity; the read used item.uri.
+        "source_uri": (redact_uri(item.uri),) * n,
+        "chunk_index": range(n),
+        "char_start": starts,
+        "char_end": ends,
+        "token_count": tokens,
+        "page_start": page_start,
+        "page_end": page_end,
+        "strategy": (strategy,) * n,
+        "config_fingerprint": (chunking.config.fingerprint,) * n,
+        "content_sha256": (sha,) * n,
+        "doc_format": (doc.format,) * n,
+        "section_path": section_paths,
+        "section_anchor": anchors,
+        "section_chunk_index": section_indexes,
+        "paragraph_index": paragraphs,
+        "total_paragraphs": paragraph_totals,
+        "has_prev_context": has_prev,
+        "has_next_context": has_next,
+        "source_version": (item.version,) * n,
+        "decode_lossy": (doc.lossy,) * n,
+        "extracted_by": extracted_by,
+        "text": texts,
+        "text_with_context": with_context,
+    }
+
+
+def _outline_path(doc: Extracted, start: int) -> list[str] | None:
+    path = doc.section_at(start)
+    return None if path is None else list(path)
 
 
 # Formats whose extracted text marks headings as Markdown does (HTML and DOCX are rendered so).

@@ -53,6 +53,10 @@ _STAGE_ROWS = 4_096
 _WRITES_AHEAD = 2
 
 
+def _no_rows() -> dict[str, list[Any]]:
+    return {name: [] for name in document.CHUNK_COLUMNS}
+
+
 class _ProcessDocuments(PerBundle):
     """Listed documents to read or fail (``(doc_id, [WorkItem as _work's tuple])``) → their
     outcomes. The chunk occurrences are staged in files under
@@ -89,7 +93,9 @@ class _ProcessDocuments(PerBundle):
 
     def start_bundle(self) -> None:
         super().start_bundle()
-        self._occurrences: list[dict[str, Any]] = []
+        # The held chunk rows, column by column (``document.CHUNK_COLUMNS``).
+        self._columns: dict[str, list[Any]] = _no_rows()
+        self._rows = 0
         # Staged files being written, each with the messages that name it.
         self._writes: list[tuple[Future[None], list[tuple[str, Any]]]] = []
 
@@ -113,10 +119,12 @@ class _ProcessDocuments(PerBundle):
     def _stage(self, wrap: Callable[[Any], Any] = lambda v: v):
         """The held occurrences to a staged file written behind (``_written``), while the
         next documents are read; their hashes and ids to the hash join once it is whole."""
-        if not self._occurrences:
+        if not self._rows:
             return
-        table = pa.Table.from_pylist(self._occurrences, schema=schema.CHUNKS)
-        self._occurrences = []
+        table = pa.Table.from_arrays(
+            [pa.array(self._columns[f.name], f.type) for f in schema.CHUNKS], schema=schema.CHUNKS
+        )
+        self._columns, self._rows = _no_rows(), 0
         path = staging.new_path(self._staged_folder)
         yield from self._written(_WRITES_AHEAD - 1, wrap)
         messages = [(bucket, (CURRENT, (path, message))) for bucket, message in staged_ids(table)]
@@ -163,9 +171,12 @@ class _ProcessDocuments(PerBundle):
             # whether trying again could end differently.
             error = {**outcome.error, "attempt_key": self._attempt_key}
             yield beam.pvalue.TaggedOutput(_ERRORS, error)
-        self._occurrences.extend(outcome.occurrences)
-        if len(self._occurrences) >= _STAGE_ROWS:
-            yield from self._stage()
+        if outcome.chunks:
+            for name, column in outcome.chunks.items():
+                self._columns[name].extend(column)
+            self._rows += len(outcome.chunks["chunk_id"])
+            if self._rows >= _STAGE_ROWS:
+                yield from self._stage()
         if item.prior:
             verdict = outcome.verdict(item.doc_id)
             for part in sorted({s.part for s in item.prior}):

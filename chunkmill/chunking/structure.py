@@ -93,27 +93,7 @@ def blocks(text: str) -> list[tuple[int, int]]:
     if len(text) > gap:
         list_blocks(text, gap, len(text), lists)
     found = _trimmed(text, fences)
-    tables: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        # A regex walks text a character at a time and str.find does not: the walk starts
-        # at the next "|", which most texts hold few of outside their tables.
-        pos = text.find("|", pos)
-        if pos < 0:
-            break
-        candidate = _ROW_CANDIDATE.search(text, pos)
-        if candidate is None:
-            break
-        line_start = text.rfind("\n", 0, candidate.start()) + 1
-        row = _DELIMITER_ROW.match(text, line_start)
-        if row is not None:
-            pos = row.end()  # the row's other candidates are in it
-            tables.append(_table(text, row.start(), pos))
-        else:  # the line is not a row: skip its other candidates
-            newline = text.find("\n", candidate.start())
-            if newline < 0:
-                break
-            pos = newline
+    tables = _tables(text)
     if tables:
         found += _trimmed(text, tables)
     if lists:
@@ -121,6 +101,33 @@ def blocks(text: str) -> list[tuple[int, int]]:
     if len(found) < 2:
         return found
     return _merged(found)
+
+
+def _tables(text: str) -> list[tuple[int, int]]:
+    """Every table, in order: a line holding a ``|`` is looked at only if it holds a
+    delimiter row's candidate, and a table's lines are stepped over once it is found."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        # A regex walks text a character at a time and str.find does not: the walk goes
+        # from one line holding a "|" to the next, which most texts hold few of outside
+        # their tables. A delimiter row among a table's lines below would make a table
+        # inside this one (its header is a line above it and its rows run to the same
+        # line without a "|"), so those lines are not looked at.
+        pos = text.find("|", pos)
+        if pos < 0:
+            return out
+        line_end = text.find("\n", pos)
+        if line_end < 0:
+            line_end = len(text)
+        candidate = _ROW_CANDIDATE.search(text, pos, line_end)
+        if candidate is not None:
+            row = _DELIMITER_ROW.match(text, text.rfind("\n", 0, candidate.start()) + 1)
+            if row is not None:
+                out.append(_table(text, row.start(), row.end()))
+                pos = out[-1][1]
+                continue
+        pos = line_end
 
 
 def _trimmed(text: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

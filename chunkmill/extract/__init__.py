@@ -18,7 +18,6 @@ is ``uses_parser``.
 
 from __future__ import annotations
 
-import posixpath
 import re
 
 from chunkmill.extract.base import (
@@ -282,15 +281,25 @@ def _zip_or_corrupt(data: bytes) -> bytes:
     return data
 
 
+def _name(path: str) -> str:
+    """The last name of ``path``, ``/`` or ``\\`` separated."""
+    return path[max(path.rfind("/"), path.rfind("\\")) + 1 :]
+
+
 def _extension(path: str) -> str:
-    name = re.split(r"[/\\]", path)[-1]
-    return posixpath.splitext(name)[1].lower()
+    """The lowercased extension of ``path``'s last name, as ``posixpath.splitext`` reads it:
+    leading dots belong to the name (``.bashrc`` has none). Written out with ``rfind`` (not
+    a regex split, then ``splitext``): it runs for every document read, twice."""
+    name = _name(path)
+    dot = name.rfind(".")
+    if dot <= 0 or not name[:dot].lstrip("."):
+        return ""
+    return name[dot:].lower()
 
 
 def _detect(path: str, data: bytes) -> tuple[str, str | None]:
     """``detect_format``, also returning the decoded text when sniffing had to decode it."""
-    name = re.split(r"[/\\]", path)[-1]
-    ext = posixpath.splitext(name)[1].lower()
+    name, ext = _name(path), _extension(path)
     fmt = _EXTENSIONS.get(ext)
     if fmt in _CONTAINERS:
         return fmt, None
