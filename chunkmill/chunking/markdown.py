@@ -293,63 +293,10 @@ def region_blocks(text: str, lo: int, hi: int, out: list[Block]) -> bool:
 
 def list_blocks(text: str, lo: int, hi: int, out: list[tuple[int, int]]) -> None:
     """Append the ``(start, end)`` of each LIST block of [lo, hi), which holds no fence, as
-    ``region_blocks`` finds them.
-
-    The same walk as ``region_blocks``, over the same lines with the same patterns, but a
-    prose or equation block is only stepped over: no end is trimmed and no block made for
-    it, and most of a text is prose."""
-    first = NONSPACE.search(text, lo, hi)
-    if first is None:
-        return
-    start = first.start()  # the first non-whitespace character of its line
-    kind = PROSE if text[start] not in _LIST_OR_EQUATION_LEAD else _block_kind(text, start, hi)
-    missing: dict[str, int] = {}  # as in region_blocks
-    while True:
-        if kind == EQUATION:
-            after = NONSPACE.search(text, _equation_end(text, start, hi, missing), hi)
-            if after is None:
-                return
-            start = after.start()
-            kind = (
-                PROSE if text[start] not in _LIST_OR_EQUATION_LEAD else _block_kind(text, start, hi)
-            )
-            continue
-        if kind == PROSE:
-            pos = start
-            while True:  # to the list or equation that ends the prose
-                candidate = _PROSE_CANDIDATE.search(text, pos, hi)
-                if candidate is None:
-                    return
-                newline, pos = candidate.start(), candidate.end()
-                line = _BLOCK_START.match(text, newline + 1, hi)
-                if line is None:
-                    continue
-                marker = line.group(1)
-                if marker is None:
-                    start, kind = line.end() - 2, EQUATION
-                    break
-                if marker[0] in "-*+" or marker[:-1] == "1" or _blank_before(text, newline):
-                    start, kind = line.start(1), LIST
-                    break
-            if kind == EQUATION:
-                continue
-        pos = start
-        while True:  # to the blank line that ends the list
-            blank = _BLANK_RUN.search(text, pos, hi)
-            if blank is None:
-                out.append((start, rstrip_end(text, start, hi)))
-                return
-            next_start = blank.end()  # the next non-whitespace character, if before hi
-            if next_start == hi:
-                out.append((start, rstrip_end(text, start, blank.start())))
-                return
-            line_start = text.rfind("\n", 0, next_start) + 1
-            if not _LIST_GOES_ON.match(text, line_start, hi):
-                break
-            pos = line_start - 1  # an item or an indented line: the list goes on
-        out.append((start, rstrip_end(text, start, blank.start())))
-        start = next_start
-        kind = PROSE if text[start] not in _LIST_OR_EQUATION_LEAD else _block_kind(text, start, hi)
+    ``region_blocks`` finds them."""
+    found: list[Block] = []
+    region_blocks(text, lo, hi, found)
+    out.extend((start, end) for start, end, kind, _ in found if kind == LIST)
 
 
 def _block_kind(text: str, start: int, hi: int) -> int:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkmill.api import chunk_text
-from chunkmill.chunking import markdown, structure
+from chunkmill.chunking import structure
 from chunkmill.chunking.base import chars4
 from chunkmill.chunking.structure import Unmasking, blocks, masked, unmasked
 from chunkmill.config import Chunking, ChunkingConfig
@@ -198,43 +198,6 @@ def test_fences_open_at_a_line_start_after_up_to_three_spaces():
         "~~~\nx\n\ny\n~~~",
         "```py\nz\n\n   ```",
     ]
-
-
-def lists_by_region_blocks(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
-    """The reference for ``list_blocks``: the LIST blocks of the section strategy's walk."""
-    found: list[markdown.Block] = []
-    markdown.region_blocks(text, lo, hi, found)
-    return [(start, end) for start, end, kind, _ in found if kind == markdown.LIST]
-
-
-# Lines that start, continue, interrupt or end lists: markers of every kind with and without
-# what follows them, nesting by spaces and tabs, lazy continuation lines, numbers that may
-# not interrupt a paragraph, blank lines of spaces, tabs and "\r", CRLF, equations (a list
-# marker inside one is no list) and numbers too long to be markers.
-list_line = st.sampled_from(
-    [
-        "- item", "* item", "+ item", "-", "-\r", "1. one", "1) one", "2. two", "7) seven",
-        "123456789. nine", "1234567890. ten digits", "10.no space", "-no space", "  - nested",
-        "    - deep", "\t- tabbed", "\t\tcode-ish", "   * three", "lazy continuation",
-        "  indented", "text - not a marker", "3 apples", "", " ", "\t", "\r", " \r", "$$",
-        "$$ x = 1 $$", "x $$", "\\[", "\\]", "\\[ y \\]", "- item\r", "prose. More!",
-    ]
-)  # fmt: skip
-list_text = st.lists(list_line, min_size=1, max_size=30).map("\n".join)
-
-
-@settings(max_examples=600, deadline=None)
-@given(text=list_text, cut=st.tuples(st.integers(0, 200), st.integers(0, 200)))
-def test_list_blocks_are_the_lists_region_blocks_finds(text, cut):
-    lo, hi = sorted(min(k, len(text)) for k in cut)
-    for start, end in [(0, len(text)), (lo, hi)]:
-        found: list[tuple[int, int]] = []
-        markdown.list_blocks(text, start, end, found)
-        assert found == lists_by_region_blocks(text, start, end)
-        crlf = text.replace("\n", "\r\n")
-        found = []
-        markdown.list_blocks(crlf, 0, len(crlf), found)
-        assert found == lists_by_region_blocks(crlf, 0, len(crlf))
 
 
 def tables_row_by_row(text: str) -> list[tuple[int, int]]:
