@@ -12,6 +12,7 @@ at once (tests/unit/test_cli_startup.py).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import gc
 import json
@@ -19,7 +20,7 @@ import logging
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from chunkmill.pipeline import options
 from chunkmill.pipeline.options import (
@@ -278,15 +279,33 @@ def run_settings(argv: Sequence[str], *, now: dt.datetime | None = None) -> RunS
 
 
 def main(argv: Sequence[str]) -> int:
-    # The cyclic garbage collector costs a one-document run a fifth of its CPU, walking
-    # objects that live as long as the process: Beam's and pyarrow's modules while they are
-    # imported, the graph while it runs, all of them again at the interpreter's shutdown
-    # (docs/design.md, start-up). It is off until the graph is built, which makes next to no
-    # garbage, then on for the run with what start-up made left out (frozen); at the
-    # process's exit everything is frozen. A caller in the same process gets it back as it was.
+    with _collector_for_a_run() as built:
+        return _run(argv, built)
+
+
+@contextlib.contextmanager
+def _collector_for_a_run() -> Iterator[Callable[[], None]]:
+    """Python's cyclic garbage collector, for a run; yields what to call once the graph is
+    built.
+
+    The collector costs a one-document run a fifth of its CPU, walking objects that live as
+    long as the process: Beam's and pyarrow's modules while they are imported, the graph
+    while it runs, all of them again at the interpreter's shutdown (docs/design.md,
+    start-up). It is off until the graph is built, which makes next to no garbage, then on
+    for the run with what start-up made left out (frozen); at the process's exit everything
+    is frozen. A caller in the same process gets it back as it was; one that turned it off
+    or froze objects of its own keeps it as it is, untouched."""
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield lambda: None
+        return
+
+    def built() -> None:
+        gc.freeze()
+        gc.enable()
+
     gc.disable()
     try:
-        return _run(argv)
+        yield built
     finally:
         gc.unfreeze()
         gc.enable()
@@ -294,7 +313,7 @@ def main(argv: Sequence[str]) -> int:
         atexit.register(gc.freeze)
 
 
-def _run(argv: Sequence[str]) -> int:
+def _run(argv: Sequence[str], built: Callable[[], None]) -> int:
     settings = run_settings(argv)
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
@@ -317,8 +336,7 @@ def _run(argv: Sequence[str]) -> int:
     try:
         with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
             graph.build(p, settings)
-            gc.freeze()
-            gc.enable()
+            built()
     except Exception as e:
         shown.stop()  # its last line before the failure's, not after (stop is idempotent)
         refused = refusal_line(e)

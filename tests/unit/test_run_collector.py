@@ -24,3 +24,21 @@ def test_a_run_that_fails_leaves_the_collector_on_and_nothing_frozen(tmp_path: P
     _fail(tmp_path)
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_caller_that_manages_the_collector_keeps_it_as_it_is(tmp_path: Path) -> None:
+    gc.disable()
+    try:
+        _fail(tmp_path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    held = [object()]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        _fail(tmp_path)
+        assert gc.get_freeze_count() == frozen  # not unfrozen by the run
+    finally:
+        gc.unfreeze()
+    assert held
