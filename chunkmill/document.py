@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chunkmill import carryover, ids, schema
+from chunkmill import carryover, ids
 from chunkmill.chunking import Span
 from chunkmill.chunking.base import TokenCounter
 from chunkmill.chunking.structure import heading_paths
@@ -52,16 +52,13 @@ CARRIED_OVER = "carried_over"
 FAILED = "failed"
 
 
-# The columns of a chunk row (``schema.CHUNKS``), in order.
-CHUNK_COLUMNS: tuple[str, ...] = tuple(schema.CHUNKS.names)
-
-
 @dataclass
 class DocOutcome:
     status: str
-    # The new chunk rows, with their text, column by column: a list per name of
-    # ``CHUNK_COLUMNS``, or None when there is none. Columns, not a dict per row: the rows
-    # become an Arrow table, which is built from lists of values several times faster.
+    # The new chunk rows, with their text, column by column: a list per column of
+    # ``schema.CHUNKS``, in its order, or None when there is none. Columns, not a dict per
+    # row: the rows become an Arrow table, which is built from lists of values several times
+    # faster.
     chunks: dict[str, Sequence[Any]] | None = None
     error: dict[str, Any] | None = None
     # Carried over after reading: the same bytes under new listing metadata, so its kept rows
@@ -340,7 +337,8 @@ def _chunk_columns(
     strategy: str,
     max_embed_tokens: int,
 ) -> dict[str, Sequence[Any]]:
-    """The chunk rows of the spans, in order, column by column (``CHUNK_COLUMNS``). This runs
+    """The chunk rows of the spans, in order, column by column (the columns of ``schema.CHUNKS``,
+    in order; this module loads no pyarrow, which every parser child would pay for). This runs
     once per changed document: what is the same for the whole document is a repeated value,
     what a span holds is its column of the spans transposed, and the loop computes only what
     depends on the text embedded (its hash, id, token count and heading). ``chunk_tokens``

@@ -54,7 +54,7 @@ _WRITES_AHEAD = 2
 
 
 def _no_rows() -> dict[str, list[Any]]:
-    return {name: [] for name in document.CHUNK_COLUMNS}
+    return {name: [] for name in schema.CHUNKS.names}
 
 
 class _ProcessDocuments(PerBundle):
@@ -93,7 +93,7 @@ class _ProcessDocuments(PerBundle):
 
     def start_bundle(self) -> None:
         super().start_bundle()
-        # The held chunk rows, column by column (``document.CHUNK_COLUMNS``).
+        # The held chunk rows, column by column (``schema.CHUNKS``).
         self._columns: dict[str, list[Any]] = _no_rows()
         self._rows = 0
         # Staged files being written, each with the messages that name it.

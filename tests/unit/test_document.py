@@ -43,7 +43,10 @@ def test_new_document_is_chunked_with_exact_offsets_and_ids():
         assert o["config_fingerprint"] == SMALL.fingerprint
         assert o["token_count"] == (len(o["text"]) + 3) // 4
         assert o["page_start"] is None and o["doc_format"] == "markdown"
-    assert set(schema.CHUNKS.names) <= set(out.occurrences[0])
+    # Column by column, as the chunks/ table's columns, in its order: what ProcessDocuments
+    # makes its staged tables of.
+    assert list(out.chunks) == schema.CHUNKS.names
+    assert all(len(column) == len(out.occurrences) for column in out.chunks.values())
 
 
 def test_repeated_chunks_get_distinct_deterministic_ids():
