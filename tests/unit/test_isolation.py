@@ -19,8 +19,13 @@ def isolated(target, *, timeout: float = 60.0, memory_mb: int = 256) -> Isolated
 
 
 def _is_zombie(pid: int) -> bool:
+    """Whether ``pid`` is dead and can be reaped: a zombie with none of its threads still
+    exiting (a killed process's main thread is a zombie before its other threads are gone,
+    and the parent cannot reap it until they are)."""
     with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+            return False
+    return len(os.listdir(f"/proc/{pid}/task")) <= 1
 
 
 def child_pid(text: str) -> int:
