@@ -224,12 +224,12 @@ def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, 
     rows = staging.read(path)
     flags = _row_flags(path, rows, decided)
     is_new, added, chosen = (_flag(flags, f) for f in (IS_NEW, ADDED, CHOSEN))
-    tables = {"manifest": _flagged(rows, is_new, schema.MANIFEST)}
+    tables = {"manifest": prior.as_table(rows, schema.MANIFEST, is_new=is_new)}
     if pc.all(added).as_py():
         tables[_ADDED] = tables["manifest"]  # the same columns: ADDED is MANIFEST's schema
     elif pc.any(added).as_py():
         added_rows, added_new = _where(added, rows, is_new)
-        tables[_ADDED] = _flagged(added_rows, added_new, schema.ADDED)
+        tables[_ADDED] = prior.as_table(added_rows, schema.ADDED, is_new=added_new)
     else:
         tables[_ADDED] = schema.ADDED.empty_table()
     (tables[_CHUNKS],) = _where(chosen, rows)
@@ -286,14 +286,6 @@ class _FinishStaged(PerBundle):
         yield from super().finish_bundle()
         for written in self._files.close():
             yield window.GlobalWindows.windowed_value(written)
-
-
-def _flagged(rows: pa.Table, is_new: pa.Array, target: pa.Schema) -> pa.Table:
-    """Staged rows (``schema.CHUNKS``, as ``staging.read`` gives them) as rows of ``target``
-    (manifest/ or added/): their occurrence columns, then ``is_new``."""
-    return pa.Table.from_arrays(
-        [*rows.select(schema.OCCURRENCE_FIELDS).columns, is_new], schema=target
-    )
 
 
 def _where(mask: pa.ChunkedArray, *data: Any) -> list[Any]:

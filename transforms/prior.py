@@ -561,11 +561,12 @@ def as_table(table: pa.Table, target: pa.Schema, **extra: Any) -> pa.Table:
     column's item name, which Parquet may have changed, included). The columns are
     ``target``'s own, in its order: a nullable one that ``table`` lacks (a prior written
     before it existed) is null."""
+    present = dict(zip(table.column_names, table.columns, strict=True))
     columns = [
         extra[f.name]
         if f.name in extra
-        else table[f.name]
-        if f.name in table.column_names
+        else present[f.name]
+        if f.name in present
         else pa.nulls(table.num_rows, f.type)
         for f in target
     ]
