@@ -47,9 +47,10 @@ class ChunkCorpus(beam.PTransform):
     PCollection[dict] (one element)}``: the rows of manifest/, chunks/ and added/ (and with a
     prior, its kept manifest rows and its removed rows) are in files written under
     ``staged_folder`` where they are decided (``WriteTables`` names them with the rest), so
-    no table of text crosses a stage boundary. With ``text_store``, the text of the chunks/
-    rows is written there too, as the text store's rows (table ``textstore.TEXT``), for the
-    run's publishing step to name (``textstore.write_run_text``).
+    no table of text crosses a stage boundary. With ``text_store``, each chunks/ file is also
+    the text store's file of its rows (table ``textstore.TEXT``: the same file under a second
+    name, not its text written again), for the run's publishing step to name
+    (``textstore.write_run_text``).
 
     The output contract (docs/design.md): chunks holds one row per hash the prior manifest lacks;
     manifest one row per chunk occurrence now (no text); removed every prior occurrence that
