@@ -3,10 +3,13 @@ or not Prism could be downloaded."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import apache_beam as beam
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.portability import prism_runner
 
@@ -135,3 +138,54 @@ def test_the_default_engine_never_tries_prism(docs, monkeypatch):
     with beam.Pipeline(options=graph.pipeline_options(settings)) as p:
         _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
     assert attempts == []
+
+
+class _SeesSamplerThreads(beam.DoFn):
+    """Counts its elements, and the threads sampling Beam's step times it sees beside it."""
+
+    def process(self, element):
+        from apache_beam.runners.worker import statesampler_fast
+
+        def samples(thread: threading.Thread) -> bool:
+            target = getattr(thread, "_target", None)
+            return isinstance(getattr(target, "__self__", None), statesampler_fast.StateSampler)
+
+        beam.metrics.Metrics.counter("test", "elements").inc()
+        beam.metrics.Metrics.counter("test", "samplers").inc(
+            sum(samples(t) for t in threading.enumerate())
+        )
+        yield element
+
+
+def _run_locally(elements: int) -> dict[str, int]:
+    """The counters of a local run over ``elements`` elements."""
+    options = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
+    pipeline = beam.Pipeline(runner=runners.InProcessRunner(), options=options)
+    _ = pipeline | beam.Create(range(elements)) | beam.ParDo(_SeesSamplerThreads())
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("test"))["counters"]
+    return {c.key.metric.name: c.committed for c in counters}
+
+
+def test_a_local_run_keeps_no_thread_sampling_its_bundles_and_its_metrics_still_count():
+    from apache_beam.runners.worker import statesampler
+
+    beam_sampler = statesampler.StateSampler
+    counters = _run_locally(5)
+    assert counters["elements"] == 5
+    assert counters.get("samplers", 0) == 0  # Beam's own sampler runs a thread per bundle
+    assert statesampler.StateSampler is beam_sampler  # put back when the run ends
+
+
+def test_beams_sampler_is_put_back_only_when_the_last_local_run_ends():
+    from apache_beam.runners.worker import statesampler
+
+    beam_sampler = statesampler.StateSampler
+    swap = runners.UnsampledBundles()
+    with swap:
+        with swap:
+            assert statesampler.StateSampler is not beam_sampler
+        assert statesampler.StateSampler is not beam_sampler
+        assert issubclass(statesampler.StateSampler, beam_sampler)
+    assert statesampler.StateSampler is beam_sampler
