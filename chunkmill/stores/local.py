@@ -102,15 +102,16 @@ class LocalStore(WalkedStore):
                 continue
             folders, names = [], []
             for entry in entries:
+                name = entry.name
                 try:
                     is_folder = entry.is_dir()  # a folder, or a symlink to one
                 except OSError:  # cannot be examined: taken for a file, as os.walk takes it
                     is_folder = False
                 if is_folder:
                     if not entry.is_symlink():
-                        folders.append(prefix + entry.name)
-                elif match(prefix + entry.name):
-                    names.append(entry.name)
+                        folders.append(prefix + name)
+                elif match(prefix + name):
+                    names.append(name)
             try:
                 yield from _files(prefix, names, fd, real_root, len(root), rules)
             finally:
