@@ -34,12 +34,11 @@ from chunkmill.stores.base import (
 )
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-S_ISREG = stat.S_ISREG
+
+_BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
 
 # A walked folder is opened and its files examined relative to it (``lstat`` of a name, not
 # of a path the kernel resolves from the root again), where the platform allows.
-_BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
-
 _AT_FOLDER = os.scandir in os.supports_fd and os.lstat in os.supports_dir_fd
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -89,14 +88,7 @@ class LocalStore(WalkedStore):
             if _under_output(prefix, rules):
                 continue  # nothing under the output is listed, by path or by real path
             try:
-                fd = os.open(folder, _FOLDER_FLAGS) if _AT_FOLDER else None
-                try:
-                    with os.scandir(folder if fd is None else fd) as found:
-                        entries = sorted(found, key=_NAME)
-                except BaseException:
-                    if fd is not None:
-                        os.close(fd)
-                    raise
+                fd, entries = _read_folder(folder)
             except OSError as e:
                 yield list_failed(folder, e)
                 continue
@@ -197,6 +189,19 @@ def _as_folder(path: str) -> str:
     return path.rstrip("/") + "/"
 
 
+def _read_folder(folder: str) -> tuple[int | None, list[os.DirEntry[str]]]:
+    """``folder`` opened (None where its files are examined by path) and its entries, sorted
+    by name."""
+    fd = os.open(folder, _FOLDER_FLAGS) if _AT_FOLDER else None
+    try:
+        with os.scandir(folder if fd is None else fd) as found:
+            return fd, sorted(found, key=_NAME)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+
+
 def _under_output(prefix: str, rules: Rules) -> bool:
     """Whether the folder whose paths start with ``prefix`` lies under the output, by path
     or by real path: then so does every file in it (an output path ends in "/"), and a file
@@ -217,8 +222,7 @@ def _files(
     judged relative to their pattern's root (the first ``root_length`` characters of a
     path): the files listed as columns, each object skipped or not recordable on its own. A
     file gone since the folder was read is not listed, nor is a symlink to a folder."""
-    screen = rules.screen
-    lstat = os.lstat
+    screen, lstat, is_file = rules.screen, os.lstat, stat.S_ISREG
     uris: list[str] = []
     sizes: list[int] = []
     versions: list[str | None] = []
@@ -236,7 +240,7 @@ def _files(
                 continue
             except OSError:
                 st = None
-            if st is not None and S_ISREG(st.st_mode):
+            if st is not None and is_file(st.st_mode):
                 uris.append(path)
                 sizes.append(st.st_size)
                 versions.append(source_version(st.st_size, st.st_mtime))

@@ -291,23 +291,29 @@ def test_an_object_store_shard_that_fails_is_a_listing_error():
 
 _LIST_AS_NOBODY = """
 import sys
+from chunkmill.items import SourceFile
 from chunkmill.transforms import storage
 for item in storage.plan(sys.argv[1]):
     for x in storage.list_shard(item):
-        print(type(x).__name__, x.uri, getattr(x, "reason", ""))
+        unexamined = isinstance(x, SourceFile) and x.version is None
+        print(type(x).__name__, x.uri, getattr(x, "reason", "unexamined" if unexamined else ""))
 """
 
 
 def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
     """As an unprivileged user (root reads any folder), a folder without permission is
-    reported, and the rest is listed."""
+    reported, and the rest is listed; a file in a folder that can be read but not searched
+    is listed unexamined (its read says why)."""
     root = tmp_path / "corpus"
     (root / "locked").mkdir(parents=True)
     (root / "locked" / "a.md").write_text("a")
+    (root / "unsearchable").mkdir()
+    (root / "unsearchable" / "b.md").write_text("b")
     (root / "open.md").write_text("o")
     for p in (tmp_path, root, root / "open.md"):
         p.chmod(0o755)
     (root / "locked").chmod(0o000)
+    (root / "unsearchable").chmod(0o444)
     parents = [p for p in tmp_path.parents if p != Path("/")]
     modes = {p: p.stat().st_mode for p in parents}
     try:
@@ -329,9 +335,11 @@ def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
     finally:
         for p in parents:
             p.chmod(modes[p])
+        (root / "unsearchable").chmod(0o755)
     assert sorted(out) == [
         f"ListingError {root}/locked {storage.LIST_FAILED}",
         f"SourceFile {root}/open.md ",
+        f"SourceFile {root}/unsearchable/b.md unexamined",
     ]
 
 
