@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # 128 bits: collision-free in practice for any corpus, and half the width of a full digest.
@@ -19,6 +19,12 @@ def sha256_hex(data: bytes) -> str:
 def doc_id(source_uri: str) -> str:
     """Stable id of a document: a function of its source URI only."""
     return sha256_hex(source_uri.encode("utf-8"))[:_ID_HEX_CHARS]
+
+
+def doc_ids(source_uris: Iterable[str]) -> list[str]:
+    """``doc_id`` of each of ``source_uris``, in one pass (a listing's thousands)."""
+    sha256 = hashlib.sha256
+    return [sha256(uri.encode("utf-8")).hexdigest()[:_ID_HEX_CHARS] for uri in source_uris]
 
 
 def chunk_hash(embed_text: str) -> str:

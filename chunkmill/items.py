@@ -8,6 +8,7 @@ work items around them. The chunking config is in ``chunkmill.config``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,6 +43,20 @@ class ListingError(NamedTuple):
 
 # What a listing yields.
 Listed = SourceFile | Skipped | ListingError
+
+
+class SourceFiles(NamedTuple):
+    """Objects found by the listing, as columns of their ``SourceFile`` fields: what a walk
+    gives of a folder's files at once (a folder of thousands is three lists, not an object
+    per file)."""
+
+    uris: list[str]
+    sizes: list[int]
+    versions: list[str | None]
+
+    def files(self) -> Iterator[SourceFile]:
+        """One ``SourceFile`` each, in order."""
+        return map(SourceFile, self.uris, self.sizes, self.versions)
 
 
 class ListedDocs(NamedTuple):
@@ -193,8 +208,8 @@ def source_version(size_bytes: int, last_updated_in_seconds: float | None) -> st
     are always read and compared by content SHA-256."""
     if not last_updated_in_seconds:
         return None
-    # str(SourceVersion.stat(...)) without the object: a listing makes one per file.
-    return _stat_text(size_bytes, last_updated_in_seconds)
+    # _stat_text's, inline: a listing makes one per file.
+    return f"size={size_bytes};mtime={last_updated_in_seconds!r}"
 
 
 def _stat_text(size: int | None, mtime: float | None) -> str:

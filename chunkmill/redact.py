@@ -12,6 +12,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 MASK = "***"
@@ -123,6 +124,14 @@ def redact_uri(uri: str) -> str:
     if hash_:
         fragment = _redact_parameters(fragment)
     return f"{uri[:start]}{authority}{path}{question}{query}{hash_}{fragment}"
+
+
+def redact_uris(uris: Sequence[str]) -> Sequence[str]:
+    """``redact_uri`` of each of ``uris``: ``uris`` itself when none holds ``://`` (local
+    paths, returned unchanged one by one too)."""
+    if not any("://" in uri for uri in uris):
+        return uris
+    return [redact_uri(uri) for uri in uris]
 
 
 def redact_text(text: str) -> str:

@@ -24,8 +24,9 @@ from chunkmill.items import (
     PriorPart,
     Skipped,
     SourceFile,
+    SourceFiles,
 )
-from chunkmill.redact import redact_uri
+from chunkmill.redact import redact_uris
 from chunkmill.transforms import prior, storage
 
 # The listing's documents as they leave it: Arrow rows by doc-id bucket, not an element
@@ -50,7 +51,7 @@ def listing_table(
 ) -> pa.Table:
     """Listed documents (columns of their ``SourceFile`` fields) as rows of ``LISTING``, in
     their order, each with its doc_id."""
-    doc_ids = [ids.doc_id(redact_uri(uri)) for uri in uris]
+    doc_ids = ids.doc_ids(redact_uris(uris))
     return pa.table([doc_ids, uris, sizes, versions], schema=LISTING)
 
 
@@ -70,6 +71,13 @@ class ListingHold:
         self._uris.append(file.uri)
         self._sizes.append(file.size_bytes)
         self._versions.append(file.version)
+        return self.release() if len(self._uris) >= LISTING_HOLD else []
+
+    def extend(self, files: SourceFiles) -> list[ListedDocs]:
+        """Holds ``files``; when the hold is full, every document held, by bucket."""
+        self._uris += files.uris
+        self._sizes += files.sizes
+        self._versions += files.versions
         return self.release() if len(self._uris) >= LISTING_HOLD else []
 
     def release(self) -> list[ListedDocs]:
@@ -173,8 +181,10 @@ class _ListShards(beam.DoFn):
     ) -> Iterator[ListedDocs | Skipped | ListingError]:
         held = self._held
         for item in grouped[1]:
-            for listed in storage.list_shard(item, rules=self._rules):
-                if isinstance(listed, SourceFile):
+            for listed in storage.list_shard_batched(item, rules=self._rules):
+                if isinstance(listed, SourceFiles):
+                    yield from held.extend(listed)
+                elif isinstance(listed, SourceFile):
                     yield from held.add(listed)
                 else:
                     yield listed

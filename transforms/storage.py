@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from chunkmill import stores
-from chunkmill.items import Listed, Skipped, SourceFile
+from chunkmill.items import Listed, Skipped, SourceFile, SourceFiles
 from chunkmill.stores import (
     BAD_NAME,
     LIST_FAILED,
@@ -367,6 +367,14 @@ def list_shard(item: Shard | Listed, rules: ListingRules = DEFAULT_RULES) -> Ite
     by ``rules`` (``Skipped`` when left out); what ``plan`` already listed passes through. A
     shard whose listing fails, in full or part way, yields a ``ListingError`` naming it after
     whatever it listed."""
+    return stores.one_by_one(list_shard_batched(item, rules))
+
+
+def list_shard_batched(
+    item: Shard | Listed, rules: ListingRules = DEFAULT_RULES
+) -> Iterator[Listed | SourceFiles]:
+    """``list_shard``'s objects, the files a store lists a batch at a time (a local folder's)
+    as ``SourceFiles``: for a consumer that keeps them as columns."""
     if not isinstance(item, Shard):
         yield item
         return

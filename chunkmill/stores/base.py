@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from chunkmill.items import Listed, ListingError, Skipped, SourceFile
+from chunkmill.items import Listed, ListingError, Skipped, SourceFile, SourceFiles
 
 
 class SourceVanished(FileNotFoundError):
@@ -112,9 +112,10 @@ class ObjectStore(Protocol):
         it unless ``recursive``)."""
         ...
 
-    def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed]:
-        """Not sharded: what ``glob`` matches, judged by ``rules``; a folder that cannot be
-        listed is a ``ListingError``, never an exception."""
+    def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed | SourceFiles]:
+        """Not sharded: what ``glob`` matches, judged by ``rules`` (listed files one by one
+        or, where a store has them so, a batch of them as ``SourceFiles``); a folder that
+        cannot be listed is a ``ListingError``, never an exception."""
         ...
 
     def matches(self, pattern: str) -> bool | None:
@@ -224,6 +225,15 @@ def list_failed(prefix: str, e: BaseException) -> ListingError:
     """The ``ListingError`` of a folder or prefix whose listing raised ``e``."""
     detail = first_line(str(e))
     return ListingError(display_name(prefix), LIST_FAILED, f"{type(e).__name__}: {detail}"[:1000])
+
+
+def one_by_one(listed: Iterable[Listed | SourceFiles]) -> Iterator[Listed]:
+    """A listing (``ObjectStore.walk``'s) with each batch of files as its ``SourceFile``s."""
+    for item in listed:
+        if isinstance(item, SourceFiles):
+            yield from item.files()
+        else:
+            yield item
 
 
 def screened(

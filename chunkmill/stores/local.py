@@ -10,7 +10,14 @@ import os
 import stat
 from collections.abc import Iterator
 
-from chunkmill.items import Listed, ListingError, Skipped, SourceFile, source_version
+from chunkmill.items import (
+    Listed,
+    ListingError,
+    Skipped,
+    SourceFile,
+    SourceFiles,
+    source_version,
+)
 from chunkmill.stores.base import (
     BAD_NAME,
     NOT_REGULAR,
@@ -27,6 +34,13 @@ from chunkmill.stores.base import (
 )
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+_BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
+
+# A walked folder is opened and its files examined relative to it (``lstat`` of a name, not
+# of a path the kernel resolves from the root again), where the platform allows.
+_AT_FOLDER = os.scandir in os.supports_fd and os.lstat in os.supports_dir_fd
+_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 # O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of
 # waiting for a writer (fstat then refuses it); regular files ignore the flag.
@@ -45,9 +59,10 @@ class LocalStore(WalkedStore):
     def is_folder(self, uri: str) -> bool:
         return os.path.isdir(uri)
 
-    def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed]:
+    def walk(self, glob: Glob, rules: Rules) -> Iterator[Listed | SourceFiles]:
         """A walk from the pattern's root, matched by the glob, in sorted order (a folder's
-        files, then its sub-folders one by one).
+        files, then its sub-folders one by one); a folder's listed files come as columns
+        (``SourceFiles``), up to each object it skips or cannot record.
 
         Only regular files are listed: a FIFO, device or socket is ``Skipped`` (``lstat``,
         never opened). A symlink to a file is followed when its target lies under the
@@ -60,37 +75,40 @@ class LocalStore(WalkedStore):
         root = glob.root
         real_root = os.path.realpath(root or ".").rstrip("/") + "/"
         if not glob.wildcard:
-            folder = os.path.realpath(os.path.dirname(glob.pattern) or ".")
-            listed = _entry(glob.pattern, _as_folder(folder), real_root, len(root), rules)
-            if listed is not None:
-                yield listed
+            folder, _, name = glob.pattern.rpartition("/")
+            prefix = folder + "/" if folder or glob.pattern.startswith("/") else ""
+            if not _under_output(prefix, rules):
+                yield from _files(prefix, [name], None, real_root, len(root), rules)
             return
         match = glob.regex.fullmatch
         todo = [root.rstrip("/") or "/"]
         while todo:
             folder = todo.pop()
-            real_folder = _as_folder(os.path.realpath(folder))
-            if rules.in_output(_as_folder(folder)) or rules.in_output(real_folder):
+            prefix = _as_folder(folder)
+            if _under_output(prefix, rules):
                 continue  # nothing under the output is listed, by path or by real path
             try:
-                with os.scandir(folder) as found:
-                    entries = sorted(found, key=_NAME)
+                fd, entries = _read_folder(folder)
             except OSError as e:
-                yield list_failed(str(e.filename), e)
+                yield list_failed(folder, e)
                 continue
-            folders = []
+            folders, names = [], []
             for entry in entries:
+                name = entry.name
                 try:
                     is_folder = entry.is_dir()  # a folder, or a symlink to one
                 except OSError:  # cannot be examined: taken for a file, as os.walk takes it
                     is_folder = False
                 if is_folder:
                     if not entry.is_symlink():
-                        folders.append(entry.path)
-                elif match(entry.path):
-                    listed = _entry(entry.path, real_folder, real_root, len(root), rules)
-                    if listed is not None:
-                        yield listed
+                        folders.append(prefix + name)
+                elif match(prefix + name):
+                    names.append(name)
+            try:
+                yield from _files(prefix, names, fd, real_root, len(root), rules)
+            finally:
+                if fd is not None:
+                    os.close(fd)
             todo.extend(reversed(folders))
 
     def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
@@ -171,40 +189,96 @@ def _as_folder(path: str) -> str:
     return path.rstrip("/") + "/"
 
 
-def _entry(
-    path: str, real_folder: str, real_root: str, root_length: int, rules: Rules
-) -> Listed | None:
-    """What the listing says of the file at ``path``, whose folder's real path is
-    ``real_folder`` (ending in "/"), judged relative to its pattern's root (the first
-    ``root_length`` characters of ``path``): None when it is not listed at all (under the
-    output, gone, a folder behind a symlink)."""
-    if rules.in_output(path):
-        return None
-    reason = rules.screen(path[root_length:])
-    if reason is not None:
-        return Skipped(display_name(path), reason)
-    if not path.isascii() and display_name(path) != path:
-        return ListingError(
-            display_name(path), BAD_NAME, "the file name is not valid UTF-8; rename it to list it"
-        )
+def _read_folder(folder: str) -> tuple[int | None, list[os.DirEntry[str]]]:
+    """``folder`` opened (None where its files are examined by path) and its entries, sorted
+    by name."""
+    fd = os.open(folder, _FOLDER_FLAGS) if _AT_FOLDER else None
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:  # gone since the walk saw it
-        return None
-    except OSError:
+        with os.scandir(folder if fd is None else fd) as found:
+            return fd, sorted(found, key=_NAME)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+
+
+def _under_output(prefix: str, rules: Rules) -> bool:
+    """Whether the folder whose paths start with ``prefix`` lies under the output, by path
+    or by real path: then so does every file in it (an output path ends in "/"), and a file
+    outside it is outside the output, but for a symlink leading there."""
+    return rules.in_output(prefix) or rules.in_output(_as_folder(os.path.realpath(prefix or ".")))
+
+
+def _files(
+    prefix: str,
+    names: list[str],
+    fd: int | None,
+    real_root: str,
+    root_length: int,
+    rules: Rules,
+) -> Iterator[Listed | SourceFiles]:
+    """What the listing says of the files ``names`` of one folder outside the output (the
+    paths ``prefix + name``; ``fd``: the folder opened, or None to examine them by path),
+    judged relative to their pattern's root (the first ``root_length`` characters of a
+    path): the files listed as columns, each object skipped or not recordable on its own. A
+    file gone since the folder was read is not listed, nor is a symlink to a folder."""
+    screen, lstat, is_file = rules.screen, os.lstat, stat.S_ISREG
+    uris: list[str] = []
+    sizes: list[int] = []
+    versions: list[str | None] = []
+    for name in names:
+        path = prefix + name
+        reason = screen(path[root_length:])
+        if reason is not None:
+            aside: Listed | None = Skipped(display_name(path), reason)
+        elif not path.isascii() and display_name(path) != path:
+            aside = ListingError(display_name(path), BAD_NAME, _BAD_NAME_MESSAGE)
+        else:
+            try:
+                st = lstat(path if fd is None else name, dir_fd=fd)
+            except FileNotFoundError:  # gone since the walk saw it
+                continue
+            except OSError:
+                st = None
+            if st is not None and is_file(st.st_mode):
+                uris.append(path)
+                sizes.append(st.st_size)
+                versions.append(source_version(st.st_size, st.st_mtime))
+                continue
+            aside = _not_a_file(path, st, real_root, rules)
+            if isinstance(aside, SourceFile):
+                uris.append(aside.uri)
+                sizes.append(aside.size_bytes)
+                versions.append(aside.version)
+                continue
+        if aside is not None:
+            if uris:
+                yield SourceFiles(uris, sizes, versions)
+                uris, sizes, versions = [], [], []
+            yield aside
+    if uris:
+        yield SourceFiles(uris, sizes, versions)
+
+
+def _not_a_file(
+    path: str, st: os.stat_result | None, real_root: str, rules: Rules
+) -> Listed | None:
+    """What the listing says of ``path``, whose ``lstat`` is ``st`` (None: it could not be
+    examined, so it is listed and its read says why), when it is not a regular file: a
+    symlink judged by where it leads, anything else skipped."""
+    if st is None:
         return SourceFile(path, 0, None)
-    if stat.S_ISLNK(st.st_mode):
-        real = os.path.realpath(path)
-        try:
-            st = os.stat(path)
-        except OSError:  # dangling (or unreadable): the read says which
-            return SourceFile(path, 0, None)
-        if stat.S_ISDIR(st.st_mode):
-            return None  # folders behind symlinks are not descended
-        if not rules.follow_symlinks and not real.startswith(real_root):
-            return Skipped(path, SYMLINK_OUTSIDE_INPUT)
-    else:  # not a symlink: its real path is its real folder's, and its name
-        real = real_folder + path[path.rfind("/") + 1 :]
+    if not stat.S_ISLNK(st.st_mode):
+        return Skipped(path, NOT_REGULAR)  # a folder (a pattern naming one), FIFO, device
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except OSError:  # dangling (or unreadable): the read says which
+        return SourceFile(path, 0, None)
+    if stat.S_ISDIR(st.st_mode):
+        return None  # folders behind symlinks are not descended
+    if not rules.follow_symlinks and not real.startswith(real_root):
+        return Skipped(path, SYMLINK_OUTSIDE_INPUT)
     if rules.in_output(real):
         return None
     if not stat.S_ISREG(st.st_mode):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chunkmill import stores
-from chunkmill.items import ListingError, Skipped, SourceFile
+from chunkmill.items import ListingError, Skipped, SourceFile, SourceFiles
 from chunkmill.stores.memory import MemoryStore
 from chunkmill.transforms import storage
 from tests.helpers import AS_NOBODY
@@ -291,23 +291,29 @@ def test_an_object_store_shard_that_fails_is_a_listing_error():
 
 _LIST_AS_NOBODY = """
 import sys
+from chunkmill.items import SourceFile
 from chunkmill.transforms import storage
 for item in storage.plan(sys.argv[1]):
     for x in storage.list_shard(item):
-        print(type(x).__name__, x.uri, getattr(x, "reason", ""))
+        unexamined = isinstance(x, SourceFile) and x.version is None
+        print(type(x).__name__, x.uri, getattr(x, "reason", "unexamined" if unexamined else ""))
 """
 
 
 def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
     """As an unprivileged user (root reads any folder), a folder without permission is
-    reported, and the rest is listed."""
+    reported, and the rest is listed; a file in a folder that can be read but not searched
+    is listed unexamined (its read says why)."""
     root = tmp_path / "corpus"
     (root / "locked").mkdir(parents=True)
     (root / "locked" / "a.md").write_text("a")
+    (root / "unsearchable").mkdir()
+    (root / "unsearchable" / "b.md").write_text("b")
     (root / "open.md").write_text("o")
     for p in (tmp_path, root, root / "open.md"):
         p.chmod(0o755)
     (root / "locked").chmod(0o000)
+    (root / "unsearchable").chmod(0o444)
     parents = [p for p in tmp_path.parents if p != Path("/")]
     modes = {p: p.stat().st_mode for p in parents}
     try:
@@ -329,9 +335,11 @@ def test_an_unreadable_folder_is_a_listing_error(tmp_path: Path):
     finally:
         for p in parents:
             p.chmod(modes[p])
+        (root / "unsearchable").chmod(0o755)
     assert sorted(out) == [
         f"ListingError {root}/locked {storage.LIST_FAILED}",
         f"SourceFile {root}/open.md ",
+        f"SourceFile {root}/unsearchable/b.md unexamined",
     ]
 
 
@@ -352,3 +360,48 @@ def test_a_symlink_swapped_to_outside_after_the_listing_is_not_read(tmp_path: Pa
     with pytest.raises(storage.SymlinkOutsideInput):
         reader(f"{root}/link.md", None)
     assert storage.ObjectReader()(f"{root}/link.md", None) == b"secret"  # nothing to keep in
+
+
+def test_a_local_folder_s_files_come_as_columns_in_order_around_what_is_skipped(tree: Path):
+    """A walk gives a folder's listed files as one batch of columns, cut only where it skips
+    an object, so the listing's order is the sorted one, batch or not."""
+    (tree / "book" / "b.png").write_bytes(b"\x89PNG")
+    (tree / "book" / "c.md").write_text("c")
+    walked = list(
+        stores.for_uri(str(tree)).walk(storage.glob(f"{tree}/book/*"), storage.DEFAULT_RULES)
+    )
+    book = f"{tree}/book/"
+    assert [type(x) for x in walked] == [SourceFiles, Skipped, SourceFiles]
+    assert walked[0].uris == [book + "a.md"] and walked[2].uris == [book + "c.md"]
+    assert walked[0].sizes == [len("book/a.md")] and walked[2].sizes == [1]
+    assert walked[1] == Skipped(book + "b.png", storage.UNSUPPORTED_FORMAT)
+    one_by_one = list(stores.one_by_one(walked))
+    assert one_by_one == listing(f"{tree}/book/*")
+    assert [x.uri for x in one_by_one] == [book + "a.md", book + "b.png", book + "c.md"]
+    assert all(x.version is not None for x in one_by_one if isinstance(x, SourceFile))
+
+
+def test_a_pattern_naming_one_file_lists_it_alone(tree: Path, monkeypatch):
+    """Without a wildcard the pattern's own file is examined, by path, relative or not."""
+    assert uris(f"{tree}/book/ch1/b.md") == [f"{tree}/book/ch1/b.md"]
+    monkeypatch.chdir(tree / "book")
+    assert uris("a.md") == ["a.md"]
+    assert uris("missing.md") == []
+
+
+def test_a_batch_is_held_as_its_files_one_by_one(monkeypatch):
+    from chunkmill.transforms import sources
+
+    batch = SourceFiles(
+        [f"/c/{i}.md" for i in range(5)], [1, 2, 3, 4, 5], ["v", None, "v", "v", "v"]
+    )
+    one, many = sources.ListingHold(), sources.ListingHold()
+    for f in batch.files():
+        assert one.add(f) == []
+    assert many.extend(batch) == []
+    assert many.release() == one.release() != []
+    monkeypatch.setattr(sources, "LISTING_HOLD", 5)  # a full hold is released as it fills
+    released = [one.add(f) for f in batch.files()]
+    assert released[:4] == [[], [], [], []] and released[4] != []
+    assert many.extend(batch) == released[4]
+    assert many.release() == one.release() == []

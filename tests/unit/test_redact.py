@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chunkmill import ids
-from chunkmill.redact import is_secret_parameter, redact_text, redact_uri
+from chunkmill.redact import is_secret_parameter, redact_text, redact_uri, redact_uris
 
 SECRET = "SENTINELsecret42"
 
@@ -104,3 +104,15 @@ def test_redact_text_redacts_every_uri_in_a_message():
     assert "'https://h/a.md?sig=***'" in out
     assert "https://h/b.md?X-Amz-Signature=***)" in out
     assert out.endswith("/data/x?token=ok.md")
+
+
+def test_redact_uris_is_redact_uri_of_each():
+    local = ["/data/a?b@c.md", "/data/d.md"]
+    assert redact_uris(local) is local  # no "://": nothing to redact, nothing copied
+    mixed = [*local, f"https://u:{SECRET}@host/x.md", "gs://b/k.md"]
+    assert redact_uris(mixed) == [redact_uri(u) for u in mixed]
+
+
+def test_doc_ids_are_doc_id_of_each():
+    uris = ["/data/a.md", "gs://b/ké.md", ""]
+    assert ids.doc_ids(uris) == [ids.doc_id(u) for u in uris]

@@ -158,7 +158,7 @@ def listed(place: Place, pattern: str) -> list[tuple[str, int, str | None]]:
         ]
     return [
         (f.uri, f.size_bytes, f.version)
-        for f in store.walk(storage.glob(uri), storage.DEFAULT_RULES)
+        for f in stores.one_by_one(store.walk(storage.glob(uri), storage.DEFAULT_RULES))
         if isinstance(f, SourceFile)
     ]
 
