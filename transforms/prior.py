@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -323,11 +324,73 @@ def bucket_runs(
     """The rows of ``column`` (hex ids or hashes, or hashes as bytes) by bucket: the row
     order that puts each bucket's rows together, each bucket's rows in their order in
     ``column`` (a stable sort), and ``(bucket, start, count)`` for each run in that order.
-    ``by_bucket`` cuts by it, and the hash join finds a staged file's rows of a bucket by it."""
-    if pa.types.is_fixed_size_binary(column.type):
-        buckets = pc.binary_slice(column, 0, BUCKET_CHARS // 2)  # the bytes of the hex prefix
+    ``by_bucket`` cuts by it, and the hash join finds a staged file's rows of a bucket by it.
+    The buckets' prefixes are read off the column's buffers as small integers and sorted by
+    NumPy (a few hundred µs for a part's 28,000 hashes, where Arrow's sort of the prefixes
+    as strings or bytes takes milliseconds); a column they cannot be read off so (a null, a
+    value shorter than its prefix or not ASCII there) is cut by Arrow's kernels."""
+    values = _plain(column)
+    keys = _bucket_keys(values)
+    if keys is None:
+        return _bucket_runs_arrow(values)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.diff(ordered)) + 1
+    bounds = [0, *starts.tolist(), len(ordered)]
+    binary = pa.types.is_fixed_size_binary(values.type)
+    runs = []
+    for start, end in itertools.pairwise(bounds):
+        key = int(ordered[start])
+        name = (
+            key.to_bytes(BUCKET_CHARS // 2, "big").hex()
+            if binary
+            else key.to_bytes(BUCKET_CHARS, "big").decode("ascii")
+        )
+        runs.append((name, start, end - start))
+    indices = pa.Array.from_buffers(
+        pa.int64(), len(order), [None, pa.py_buffer(order.astype(np.int64, copy=False))]
+    )
+    return indices, runs
+
+
+def _bucket_keys(values: pa.Array) -> np.ndarray | None:
+    """Each value's bucket prefix (``BUCKET_CHARS`` characters of a hex string, the bytes
+    they spell of a fixed-size binary) as a big-endian integer, or ``None`` where a prefix
+    cannot be read off the buffers so."""
+    n = len(values)
+    if n == 0 or values.null_count:
+        return None
+    if pa.types.is_fixed_size_binary(values.type):
+        width = values.type.byte_width
+        prefix = BUCKET_CHARS // 2
+        if width < prefix:
+            return None
+        raw = np.frombuffer(values.buffers()[1], np.uint8, width * n, values.offset * width)
+        columns = [raw[i::width] for i in range(prefix)]
+    elif pa.types.is_string(values.type):
+        _, offsets_buffer, data = values.buffers()
+        offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, values.offset * 4)
+        if (np.diff(offsets) < BUCKET_CHARS).any():
+            return None
+        raw = np.frombuffer(data, np.uint8)
+        columns = [raw[offsets[:-1] + i] for i in range(BUCKET_CHARS)]
+        if any((c >= 0x80).any() for c in columns):
+            return None
     else:
-        buckets = pc.utf8_slice_codeunits(column, 0, BUCKET_CHARS)
+        return None
+    # Two bytes or fewer (256 buckets: one) fit 16 bits, which NumPy's stable sort sorts
+    # by radix, twenty times faster than wider keys.
+    keys: np.ndarray = np.zeros(n, np.uint16 if len(columns) <= 2 else np.uint64)
+    for c in columns:
+        keys = np.left_shift(keys, 8, dtype=keys.dtype) | c
+    return keys
+
+
+def _bucket_runs_arrow(values: pa.Array) -> tuple[pa.Array, list[tuple[str, int, int]]]:
+    if pa.types.is_fixed_size_binary(values.type):
+        buckets = pc.binary_slice(values, 0, BUCKET_CHARS // 2)  # the bytes of the hex prefix
+    else:
+        buckets = pc.utf8_slice_codeunits(values, 0, BUCKET_CHARS)
     order = pc.sort_indices(buckets)  # stable: equal buckets keep their rows' order
     # Sorted, so value_counts gives each bucket's run in order of first appearance.
     counted = pc.value_counts(pc.take(buckets, order))
