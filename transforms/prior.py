@@ -318,8 +318,8 @@ def by_bucket(table: pa.Table, column: str = "chunk_hash") -> list[tuple[str, by
     if table.num_rows == 0:
         return []
     order, runs = bucket_runs(table[column])
-    table = table.take(order).combine_chunks()
-    return [(key, to_ipc(table.slice(start, count).to_batches()[0])) for key, start, count in runs]
+    (batch,) = table.take(order).combine_chunks().to_batches()
+    return [(key, to_ipc(batch.slice(start, count))) for key, start, count in runs]
 
 
 def bucket_runs(
