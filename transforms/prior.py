@@ -72,6 +72,8 @@ BUCKETS_PREFIX = "prior-hashes-"
 MessageRef = tuple[str, int, int, int]
 # Messages of one file closer than this are read in one read (``read_messages``).
 READ_GAP_BYTES = 1024 * 1024
+# The messages of ``write_by_bucket`` go to its file about this many bytes at a time.
+WRITE_BYTES = 1024 * 1024
 
 ReadPart = Callable[[PriorPart, Sequence[str]], pa.Table]
 
@@ -420,13 +422,20 @@ def write_by_bucket(
     path = FileSystems.join(folder, f"{BUCKETS_PREFIX}{uuid.uuid4().hex}.arrows")
     refs: list[tuple[str, MessageRef]] = []
     offset = 0
+    # Written WRITE_BYTES at a time: a write per message of a few KiB is a system call each.
+    pending: list[bytes] = []
+    written = 0
     with FileSystems.create(
         path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
     ) as f:
         for bucket, message in messages:
-            f.write(message)
             refs.append((bucket, (path, offset, len(message), zlib.crc32(message))))
+            pending.append(message)
             offset += len(message)
+            if offset - written >= WRITE_BYTES:
+                f.write(b"".join(pending))
+                pending, written = [], offset
+        f.write(b"".join(pending))
     return refs
 
 
