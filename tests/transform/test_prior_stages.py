@@ -265,10 +265,12 @@ def test_a_night_of_many_parts_publishes_each_kept_row_once(tmp_path, repeat):
 
 
 @pytest.mark.parametrize("gap", [prior.READ_GAP_BYTES, 0])  # one read, or one a message
+@pytest.mark.parametrize("chunk", [prior.WRITE_BYTES, 300])  # one write, or several
 def test_prior_hash_counts_are_read_back_from_their_file_as_written_or_not_at_all(
-    tmp_path, monkeypatch, gap
+    tmp_path, monkeypatch, gap, chunk
 ):
     monkeypatch.setattr(prior, "READ_GAP_BYTES", gap)
+    monkeypatch.setattr(prior, "WRITE_BYTES", chunk)
     hashes = [f"{i:02x}" * 32 for i in range(0, 256, 17)]
     messages = prior.by_bucket(prior.hash_counts(pa.table({"chunk_hash": hashes + hashes[:3]})))
     refs = prior.write_by_bucket(str(tmp_path), messages)

@@ -11,7 +11,7 @@ import pytest
 from chunkmill import carryover, ids, prior_summary, schema
 from chunkmill.items import KEEP, REMOVE, REPLACE, PriorPart, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import prior
+from chunkmill.transforms import digests, prior
 from chunkmill.transforms.parquet_batches import ConcatTables
 from tests.helpers import (
     manifest_rows,
@@ -57,6 +57,30 @@ def test_hash_buckets_hold_each_distinct_hash_once_under_its_prefix_with_its_row
     assert all(
         prior.hash_bucket(c["chunk_hash"].hex()) == b for b, counts in buckets for c in counts
     )
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_bucket_runs_sort_rows_stably_by_prefix_as_hex_or_bytes(as_bytes):
+    rng = random.Random(7)
+    hashes = [ids.chunk_hash(str(rng.randrange(40))) for _ in range(500)]
+    column = pa.array(hashes).slice(3)  # offsets not at zero
+    if as_bytes:
+        column = digests.from_hex(column, digests.HASH_BYTES)
+    order, runs = prior.bucket_runs(pa.chunked_array([column.slice(0, 200), column.slice(200)]))
+    rows = sorted(range(len(column)), key=lambda i: prior.hash_bucket(hashes[3 + i]))
+    assert order.to_pylist() == rows
+    expected, start = [], 0
+    for bucket in sorted({prior.hash_bucket(h) for h in hashes[3:]}):
+        count = sum(prior.hash_bucket(h) == bucket for h in hashes[3:])
+        expected.append((bucket, start, count))
+        start += count
+    assert runs == expected
+
+
+def test_bucket_runs_of_values_without_a_hex_prefix_are_cut_as_strings():
+    order, runs = prior.bucket_runs(pa.array(["b", "ééx", "a1", "bz", "a"]))
+    assert runs == [("a", 0, 1), ("a1", 1, 1), ("b", 2, 1), ("bz", 3, 1), ("éé", 4, 1)]
+    assert order.to_pylist() == [4, 2, 0, 3, 1]
 
 
 def test_verdicts_keep_reversion_replace_and_remove_rows_in_bulk():
