@@ -158,7 +158,7 @@ class _MarkNew(PerBundle):
         self._waiting, self._waiting_bytes = _by_tag(), 0
         current = parts[CURRENT]
         batches = [read_staged_ids(message) for _, _, message in current]
-        ids = pa.Table.from_batches(batches, schema=STAGED_IDS).combine_chunks()
+        ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
         prior_counts = _ipc_table(prior.read_messages(parts[_PRIOR]), prior.HASH_COUNTS)
         if parts[_GONE]:
             yield from self._retired(ids, prior_counts, parts[_GONE])
@@ -333,10 +333,8 @@ def _flag(flags: np.ndarray, flag: int) -> pa.Array:
 
 
 def _ipc_table(payloads: list[bytes], table_schema: pa.Schema) -> pa.Table:
-    """IPC messages of ``table_schema`` as one table of one chunk a column: Arrow's calls
-    on arrays of hundreds of small chunks (a message per bucket) cost more than the copy."""
     batches = [prior.from_ipc(p, table_schema) for p in payloads]
-    return pa.Table.from_batches(batches, schema=table_schema).combine_chunks()
+    return pa.Table.from_batches(batches, schema=table_schema)
 
 
 def _first_ids(table: pa.Table) -> pa.Table:
