@@ -223,14 +223,24 @@ class _PlanBucket(PerBundle):
     def _plan(self):
         """Plans the held buckets (whole buckets: every document's listing, summaries and
         failures are in them)."""
-        listing = _one_per_doc(pa.Table.from_batches(self._listed_batches, schema=LISTING))
-        summary = prior.summaries_table(self._summaries)
+        listing = pa.Table.from_batches(self._listed_batches, schema=LISTING).combine_chunks()
+        listing = _one_per_doc(listing)
+        summary = prior.summaries_table(self._summaries).combine_chunks()
         failures = self._failures
         self._listed_batches, self._summaries, self._pending_n, self._failures = [], [], 0, {}
-        yield from self._listed(listing, summary, failures)
-        yield from self._unlisted(listing, summary, self._failed_prefixes)
+        # Each summary row's listed document (null: no longer listed), found once for the
+        # carried-over, the listed and the unlisted documents' rows alike.
+        listed_at = pc.index_in(summary["doc_id"], value_set=listing["doc_id"])
+        yield from self._listed(listing, summary, listed_at, failures)
+        yield from self._unlisted(summary.filter(pc.is_null(listed_at)), self._failed_prefixes)
 
-    def _listed(self, listing: pa.Table, summary: pa.Table, failures: dict[str, list[PriorError]]):
+    def _listed(
+        self,
+        listing: pa.Table,
+        summary: pa.Table,
+        listed_at: pa.Array,
+        failures: dict[str, list[PriorError]],
+    ):
         n = listing.num_rows
         if not n:
             return
@@ -250,19 +260,20 @@ class _PlanBucket(PerBundle):
             pc.take(states["config_fingerprint"], at),
             self._fingerprint,
         )
+        # Per summary row: whether its document is carried over (null where unlisted, which
+        # both filters below drop).
+        row_carried = pc.take(carried, listed_at)
         n_carried = pc.sum(carried).as_py() or 0
         if n_carried:
             self._carried.inc(n_carried)
             self._tally[f"docs_{document.CARRIED_OVER}"] += n_carried
             for _ in range(n_carried):
                 DONE_PROGRESS.update(0)
-            kept = pc.filter(listing["doc_id"], carried)
-            yield from self._keep(summary.filter(pc.is_in(summary["doc_id"], value_set=kept)))
+            yield from self._keep(summary.filter(row_carried))
         rest = listing.filter(pc.invert(carried)) if n_carried else listing
         if not rest.num_rows:
             return
-        mine = summary.filter(pc.is_in(summary["doc_id"], value_set=rest["doc_id"]))
-        parts = _by_doc(mine)
+        parts = _by_doc(summary.filter(pc.invert(row_carried)))
         for doc, uri, size, version in zip(
             *(rest[name].to_pylist() for name in LISTING.names), strict=True
         ):
@@ -301,8 +312,9 @@ class _PlanBucket(PerBundle):
             yield beam.pvalue.TaggedOutput(VERDICTS, (part, prior.to_ipc(batch)))
         self._kept, self._kept_n = {}, 0
 
-    def _unlisted(self, listing: pa.Table, summary: pa.Table, failed_prefixes: Iterable[str]):
-        gone = summary.filter(pc.invert(pc.is_in(summary["doc_id"], value_set=listing["doc_id"])))
+    def _unlisted(self, gone: pa.Table, failed_prefixes: Iterable[str]):
+        """Removes (or, under a failed listing, keeps) each document of ``gone``, the summary
+        rows of prior documents no longer listed."""
         for doc, summaries in sorted(_by_doc(gone).items()):
             self._tally["docs_prior"] += 1
             uri = next((s.source_uri for s in summaries if s.source_uri), None)

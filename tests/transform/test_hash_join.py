@@ -5,6 +5,8 @@ file's rows split by their decisions, into files where they are decided)."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 
 import apache_beam as beam
 import pyarrow as pa
@@ -242,3 +244,46 @@ def test_mark_new_decides_buckets_together_as_it_would_one_at_a_time(tmp_path):
     chosen = [d for d in decided if d[3][2]]
     assert len(chosen) == len(new[:150])  # one occurrence of each new hash
     assert sum(not d[3][1] for d in decided) == persisting.num_rows  # the rest are added
+
+
+# A night's decisions in a fresh process: what of NumPy they load.
+_DECIDE_A_NIGHT = """
+import sys
+import numpy as np
+import pyarrow as pa
+from apache_beam.pvalue import TaggedOutput
+from chunkmill.transforms import hash_join, prior
+loaded = "numpy.ma" in sys.modules
+known, gone = "1" * 64, "3" * 64
+counts = prior.hash_counts(pa.table({"chunk_hash": [known, gone]}))
+values = {}
+for bucket, ref in prior.write_by_bucket(sys.argv[1], prior.by_bucket(counts)):
+    values.setdefault(bucket, []).append((prior.HASHES_TAG, ref))
+staged = pa.table({"chunk_hash": [known], "chunk_id": ["a" * 32]})
+for bucket, message in hash_join.staged_ids(staged):
+    values.setdefault(bucket, []).append((hash_join.CURRENT, ("staged", message)))
+for bucket, message in prior.by_bucket(prior.hash_counts(pa.table({"chunk_hash": [gone]}))):
+    values.setdefault(bucket, []).append((prior.GONE_TAG, message))
+mark = hash_join._MarkNew()
+mark.start_bundle()
+for element in sorted(values.items()):
+    assert not list(mark.process(element))
+out = list(mark.finish_bundle())
+retired = [o.value.value for o in out if isinstance(o, TaggedOutput) and o.tag == "retired"]
+assert [t["chunk_hash"].to_pylist() for t in retired] == [[gone]], out
+flags = np.array([0, hash_join.ADDED, hash_join.IS_NEW | hash_join.ADDED], np.uint8)
+assert hash_join._flag(flags, hash_join.ADDED).to_pylist() == [False, True, True]
+print(loaded, "numpy.ma" in sys.modules)
+"""
+
+
+def test_a_night_s_decisions_load_no_numpy_ma(tmp_path):
+    # pa.array of a NumPy array loads numpy.ma on a process's first such call (15-20 ms),
+    # which a night would pay only when something changed: the join makes none.
+    out = subprocess.run(
+        [sys.executable, "-c", _DECIDE_A_NIGHT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["False", "False"]
