@@ -36,6 +36,9 @@ from chunkmill.stores.base import (
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 _BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
+# Files a batch of the walk holds at most: a folder of a million files leaves it in batches,
+# so what takes them (the listing's hold, ``ListingHold``) stays bounded.
+BATCH_FILES = 10_000
 
 # A walked folder is opened and its files examined relative to it (``lstat`` of a name, not
 # of a path the kernel resolves from the root again), where the platform allows.
@@ -220,8 +223,9 @@ def _files(
     """What the listing says of the files ``names`` of one folder outside the output (the
     paths ``prefix + name``; ``fd``: the folder opened, or None to examine them by path),
     judged relative to their pattern's root (the first ``root_length`` characters of a
-    path): the files listed as columns, each object skipped or not recordable on its own. A
-    file gone since the folder was read is not listed, nor is a symlink to a folder."""
+    path): the files listed as columns (``BATCH_FILES`` at most a batch), each object
+    skipped or not recordable on its own. A file gone since the folder was read is not
+    listed, nor is a symlink to a folder."""
     screen, lstat, is_file = rules.screen, os.lstat, stat.S_ISREG
     uris: list[str] = []
     sizes: list[int] = []
@@ -244,6 +248,9 @@ def _files(
                 uris.append(path)
                 sizes.append(st.st_size)
                 versions.append(source_version(st.st_size, st.st_mtime))
+                if len(uris) >= BATCH_FILES:
+                    yield SourceFiles(uris, sizes, versions)
+                    uris, sizes, versions = [], [], []
                 continue
             aside = _not_a_file(path, st, real_root, rules)
             if isinstance(aside, SourceFile):

@@ -14,6 +14,7 @@ import pytest
 
 from chunkmill import stores
 from chunkmill.items import ListingError, Skipped, SourceFile, SourceFiles
+from chunkmill.stores import local
 from chunkmill.stores.memory import MemoryStore
 from chunkmill.transforms import storage
 from tests.helpers import AS_NOBODY
@@ -379,6 +380,19 @@ def test_a_local_folder_s_files_come_as_columns_in_order_around_what_is_skipped(
     assert one_by_one == listing(f"{tree}/book/*")
     assert [x.uri for x in one_by_one] == [book + "a.md", book + "b.png", book + "c.md"]
     assert all(x.version is not None for x in one_by_one if isinstance(x, SourceFile))
+
+
+def test_a_large_folder_s_files_come_in_bounded_batches(tmp_path: Path, monkeypatch):
+    """A folder of more files than a batch holds leaves the walk in several batches, in
+    order, none larger than ``BATCH_FILES``: the listing's hold never takes a whole folder."""
+    monkeypatch.setattr(local, "BATCH_FILES", 3)
+    for i in range(7):
+        (tmp_path / f"{i}.md").write_text("x")
+    walked = list(
+        stores.for_uri(str(tmp_path)).walk(storage.glob(f"{tmp_path}/*"), storage.DEFAULT_RULES)
+    )
+    assert [len(x.uris) for x in walked] == [3, 3, 1]
+    assert [u for x in walked for u in x.uris] == [f"{tmp_path}/{i}.md" for i in range(7)]
 
 
 def test_a_pattern_naming_one_file_lists_it_alone(tree: Path, monkeypatch):
