@@ -12,7 +12,9 @@ against.
 Figures: the first run's wall time; a one-document run (the fixed cost of a run: start-up,
 imports, pipeline construction, teardown); the peak RSS of a first run, summed over the
 process tree; and chunkmill's 1%-edited re-run, as a share of the first run's variable cost
-(wall time less the fixed cost).
+(wall time less the fixed cost). The re-run's prior is a first run made before the rounds;
+then 1% of the corpus is edited, and each round measures the first runs, the one-document
+runs and the re-run together, so the three figures of the share meet the same drift.
 
     python -m benchmarks.peers --setup          # the contender's environment (once)
     python -m benchmarks.peers [--docs 7000] [--rounds 2]
@@ -181,12 +183,9 @@ def compare_trees(work: Path, full: Path, one: Path, trees: list[Tree], rounds: 
     tree runs from its own ``source_view``."""
     python = Path(sys.executable)
     views = {t.name: str(source_view(t.root, work / f"view-{i}")) for i, t in enumerate(trees)}
-    for r in range(rounds):
-        for tree in trees if r % 2 == 0 else trees[::-1]:
-            for docs, runs in ((full, tree.figures.first), (one, tree.figures.one)):
-                out = _fresh(work / f"out-{tree.name}")
-                runs.append(m := measure(chunkmill(python, docs, out), cwd=views[tree.name]))
-                _log(f"round {r + 1}: {tree.name} on {docs.name}: {m.wall_s:.1f} s wall")
+    # Each tree's first run of the corpus as it was, the prior of its nights; then 1% edited,
+    # and every figure measured in the same rounds, so a drift of the machine's speed moves
+    # the night with the runs it is a share of.
     bases = {}
     for tree in trees:
         bases[tree.name] = _fresh(work / f"base-{tree.name}")
@@ -194,6 +193,10 @@ def compare_trees(work: Path, full: Path, one: Path, trees: list[Tree], rounds: 
     edited = edit_one_percent(full)
     for r in range(rounds):
         for tree in trees if r % 2 == 0 else trees[::-1]:
+            for docs, runs in ((full, tree.figures.first), (one, tree.figures.one)):
+                out = _fresh(work / f"out-{tree.name}")
+                runs.append(m := measure(chunkmill(python, docs, out), cwd=views[tree.name]))
+                _log(f"round {r + 1}: {tree.name} on {docs.name}: {m.wall_s:.1f} s wall")
             out = work / f"rerun-{tree.name}"
             shutil.copytree(bases[tree.name], _fresh(out))
             m = measure(chunkmill(python, full, out, prior="auto"), cwd=views[tree.name])
@@ -295,7 +298,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
         return 0
+    # chunkmill's first run of the corpus as it was, the prior of its nights; then 1% edited,
+    # and every figure measured in the same rounds (first runs, one document, the night), so a
+    # drift of the machine's speed moves the night with the runs it is a share of.
+    base = _fresh(work / "out-rerun")
+    measure(chunkmill(python, full, base))
+    edited = edit_one_percent(full)
     ours, theirs = Figures([], []), Figures([], [])
+    reruns = []
     for r in range(args.rounds):
         theirs_cmd = functools.partial(contender, flags=args.contender_flag)
         contenders = [("chunkmill", ours, chunkmill), ("ml.rag", theirs, theirs_cmd)]
@@ -311,14 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"round {r + 1}: {name} on {docs.name}: {m.wall_s:.1f} s wall, "
                     f"{m.peak_rss / 2**20:.0f} MB peak RSS"
                 )
-    # chunkmill's re-run after 1% of the documents changed, against its last full run.
-    base = _fresh(work / "out-rerun")
-    measure(chunkmill(python, full, base))
-    edited = edit_one_percent(full)
-    reruns = []
-    for r in range(args.rounds):
-        out = work / f"out-rerun-{r}"
-        shutil.copytree(base, _fresh(out))
+        out = _fresh(work / "out-rerun-night")
+        shutil.copytree(base, out)
         reruns.append(measure(chunkmill(python, full, out, prior="auto")).wall_s)
         _log(f"round {r + 1}: chunkmill re-run after {edited} edits: {reruns[-1]:.1f} s wall")
     print("\n".join(table(ours, theirs, min(reruns), corpus_mb, edited)))
