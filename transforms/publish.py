@@ -185,9 +185,8 @@ class PublishPolicy:
 
 
 def publish(
-    _: Any,
-    counts: dict[str, Any],
     written: list[str],
+    counts: dict[str, Any],
     output: str,
     run_id: str,
     report: dict[str, Any],
@@ -296,22 +295,10 @@ class PublishRun(beam.PTransform):
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> beam.PCollection:
         return inputs["written"] | "WriteSuccessAndLatest" >> beam.Map(
-            _publish_written,
+            publish,
             counts=beam.pvalue.AsSingleton(inputs["counts"]),
             output=self._output,
             run_id=self._run_id,
             report=self._report,
             policy=self._policy,
         )
-
-
-def _publish_written(
-    written: list[str],
-    counts: dict[str, Any],
-    output: str,
-    run_id: str,
-    report: dict[str, Any],
-    policy: PublishPolicy,
-) -> str:
-    """``publish`` of the written files ``written``."""
-    return publish(None, counts, written, output, run_id, report, policy)

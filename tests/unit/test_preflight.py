@@ -194,7 +194,7 @@ def test_publish_records_every_file_with_its_rows_and_bytes_and_leaves_no_stagin
         pq.write_table(pa.Table.from_pylist(rows, schema=table_schema), path)
         written.append(str(path))
     report = {"run_id": "r1", "started_at": "2026-11-20T01:00:00Z", "limits": {}}
-    publish.publish(None, {"docs_listed": 1}, written, str(tmp_path), "r1", report)
+    publish.publish(written, {"docs_listed": 1}, str(tmp_path), "r1", report)
     success = runstate.parse_success((base / "_SUCCESS").read_text())
     assert success["tables"]["manifest"] == [
         {
@@ -222,19 +222,19 @@ def test_publish_writes_success_beside_and_renames_it_over(tmp_path, monkeypatch
 
     monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
     report = {"run_id": "r1", "started_at": "2026-11-20T01:00:00Z", "limits": {}}
-    publish.publish(None, {}, [], str(tmp_path), "r1", report)
+    publish.publish([], {}, str(tmp_path), "r1", report)
     assert ("_SUCCESS.tmp", "_SUCCESS") in seen
 
 
 def test_publish_refuses_a_mass_removal_and_leaves_latest_alone(tmp_path):
     from chunkmill.refusal import RunRefused
 
-    publish.publish(None, {}, [], str(tmp_path), "r1", {"run_id": "r1", "started_at": "1"})
+    publish.publish([], {}, str(tmp_path), "r1", {"run_id": "r1", "started_at": "1"})
     report = {"run_id": "r2", "started_at": "2"}
     policy = publish.PublishPolicy(max_removed_ratio=0.5)
     counts = {"docs_prior": 10, "docs_removed": 6}
     with pytest.raises(RunRefused, match="removes 6 of 10 documents"):
-        publish.publish(None, counts, [], str(tmp_path), "r2", report, policy)
+        publish.publish([], counts, str(tmp_path), "r2", report, policy)
     assert not (tmp_path / "runs" / "r2" / "_SUCCESS").exists()
     assert (tmp_path / "LATEST").read_text().strip() == "r1"
 

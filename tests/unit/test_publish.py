@@ -21,7 +21,7 @@ def report(run_id: str, started_at: str) -> dict:
 
 
 def publish(output: Path, run_id: str, started_at: str) -> str:
-    return publishing.publish(None, {}, [], str(output), run_id, report(run_id, started_at))
+    return publishing.publish([], {}, str(output), run_id, report(run_id, started_at))
 
 
 def latest(output: Path) -> str:
@@ -149,7 +149,7 @@ def launch_and_publish(output: Path, run_id: str, now: dt.datetime, *extra: str)
 
     settings = settings_at(output, run_id, now, *extra)
     header = graph.report_header(settings)
-    return publishing.publish(None, {}, [], str(output), run_id, header)
+    return publishing.publish([], {}, str(output), run_id, header)
 
 
 def success(output: Path, run_id: str) -> dict:
@@ -184,9 +184,9 @@ def test_an_ancestor_publishing_again_does_not_take_latest_back(tmp_path):
     ahead = settings_at(tmp_path, "night1", NIGHT + AHEAD)
     from chunkmill.pipeline import graph
 
-    publishing.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    publishing.publish([], {}, str(tmp_path), "night1", graph.report_header(ahead))
     launch_and_publish(tmp_path, "night2", NIGHT)
-    publishing.publish(None, {}, [], str(tmp_path), "night1", graph.report_header(ahead))
+    publishing.publish([], {}, str(tmp_path), "night1", graph.report_header(ahead))
     assert latest(tmp_path) == "night2"
 
 
@@ -198,8 +198,8 @@ def test_siblings_order_by_their_clocks(tmp_path, caplog):
     launch_and_publish(tmp_path, "night1", NIGHT + AHEAD)
     early = settings_at(tmp_path, "early", NIGHT)
     late = settings_at(tmp_path, "late", NIGHT + dt.timedelta(minutes=5))
-    publishing.publish(None, {}, [], str(tmp_path), "late", graph.report_header(late))
-    publishing.publish(None, {}, [], str(tmp_path), "early", graph.report_header(early))
+    publishing.publish([], {}, str(tmp_path), "late", graph.report_header(late))
+    publishing.publish([], {}, str(tmp_path), "early", graph.report_header(early))
     assert latest(tmp_path) == "late"
     assert "LATEST keeps naming late" in caplog.text
 

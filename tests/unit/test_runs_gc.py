@@ -77,7 +77,7 @@ def publish(output: Path, run_id: str, day: int, counts: dict | None = None) -> 
     table.mkdir(parents=True)
     (table / "part-0.parquet").write_bytes(b"PAR1")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    publishing.publish(None, counts or {"docs_listed": day}, [], str(output), run_id, report)
+    publishing.publish([], counts or {"docs_listed": day}, str(output), run_id, report)
 
 
 def dead_run(output: Path, run_id: str, idle_hours: float) -> Path:
@@ -194,7 +194,7 @@ def publish_hashes(output: Path, run_id: str, day: int, chunks: str, manifest: s
         pq.write_table(pa.table({"chunk_hash": pa.array(list(hashes), pa.string())}), path)
         written.append(str(path))
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    publishing.publish(None, {"docs_listed": day}, written, str(output), run_id, report)
+    publishing.publish(written, {"docs_listed": day}, str(output), run_id, report)
 
 
 def texts_left(output: Path) -> set[str]:

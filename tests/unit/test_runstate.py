@@ -36,7 +36,7 @@ def publish(output: Path, run_id: str, day: int) -> None:
     table.mkdir(parents=True)
     pq.write_table(schema.MANIFEST.empty_table(), table / "part-0.parquet")
     report = {"run_id": run_id, "started_at": f"2026-11-{day:02d}T01:00:00Z"}
-    publishing.publish(None, {"docs_listed": day}, [], str(output), run_id, report)
+    publishing.publish([], {"docs_listed": day}, str(output), run_id, report)
 
 
 # ---------------------------------------------------------------------------------------------
