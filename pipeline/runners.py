@@ -155,7 +155,75 @@ def _fn_api_runner() -> Any:
                     environment.payload = SDK_WORKER.encode()
             return super().run_via_runner_api(pipeline_proto, options)
 
+        def create_stages(self, pipeline_proto: Any) -> tuple[Any, list[Any]]:
+            context, stages = super().create_stages(pipeline_proto)
+            return context, without_relays(stages, context.data_channel_coders)
+
     return FnApiRunner
+
+
+def without_relays(stages: list[Any], channel_coders: dict[str, str]) -> list[Any]:
+    """The local engine's stages (topologically sorted, fused) without the stages that only
+    relay a buffer into a grouping: what was written to such a buffer is written straight
+    into the grouping's buffer instead.
+
+    Beam's FnApiRunner materialises every Flatten of several inputs as a buffer that all of
+    them write and a stage that reads it back. When a GroupByKey is all that follows, that
+    stage decodes every element only to encode it again into the grouping's buffer, and
+    costs a bundle of its own. A grouping's buffer takes writes from any number of stages
+    (the runner holds back the stage reading it until every stage writing it has run, as
+    it does for a Flatten's buffer), so the Flatten's inputs write there and the relay is
+    dropped: a night's graph has three such Flattens (the join's, the hash marks', the
+    verdicts'). A relay is dropped only where its writers encode with the coder the
+    grouping decodes with and nothing else reads its buffer; anything else is left as Beam
+    made it. Dataflow and Flink fuse Flattens away on their own."""
+    from apache_beam.runners.portability.fn_api_runner.translations import (
+        only_element,
+        split_buffer_id,
+    )
+    from apache_beam.runners.worker.bundle_processor import DATA_INPUT_URN, DATA_OUTPUT_URN
+
+    writers: dict[bytes, list[Any]] = {}  # buffer -> the transforms writing it
+    readers: dict[bytes, int] = {}  # buffer -> how many transforms read it
+    for stage in stages:
+        for transform in stage.transforms:
+            if transform.spec.urn == DATA_OUTPUT_URN:
+                writers.setdefault(transform.spec.payload, []).append(transform)
+            elif transform.spec.urn == DATA_INPUT_URN:
+                readers[transform.spec.payload] = readers.get(transform.spec.payload, 0) + 1
+    relays: dict[Any, frozenset[Any]] = {}  # a dropped stage -> the stages it must follow
+    for stage in stages:
+        if len(stage.transforms) != 2:
+            continue
+        read, write = stage.transforms
+        if (
+            read.spec.urn != DATA_INPUT_URN
+            or write.spec.urn != DATA_OUTPUT_URN
+            or list(read.outputs.values()) != list(write.inputs.values())
+        ):
+            continue
+        relayed, grouping = read.spec.payload, write.spec.payload
+        if (
+            split_buffer_id(relayed)[0] != "materialize"
+            or split_buffer_id(grouping)[0] != "group"
+            or readers.get(relayed) != 1
+            or relayed not in writers
+        ):
+            continue
+        coder = channel_coders.get(only_element(write.inputs.values()))
+        if any(
+            channel_coders.get(only_element(t.inputs.values())) != coder for t in writers[relayed]
+        ):
+            continue
+        for transform in writers[relayed]:
+            transform.spec.payload = grouping
+        relays[stage] = stage.must_follow
+    for stage in stages:
+        if stage not in relays and relays.keys() & stage.must_follow:
+            stage.must_follow = frozenset(
+                after for before in stage.must_follow for after in relays.get(before, {before})
+            )
+    return [stage for stage in stages if stage not in relays]
 
 
 IN_PROCESS_RUNNER = f"{InProcessRunner.__module__}.{InProcessRunner.__qualname__}"

@@ -189,3 +189,60 @@ def test_beams_sampler_is_put_back_only_when_the_last_local_run_ends():
         assert statesampler.StateSampler is not beam_sampler
         assert issubclass(statesampler.StateSampler, beam_sampler)
     assert statesampler.StateSampler is beam_sampler
+
+
+def _local_stages(pipeline: beam.Pipeline) -> list[str]:
+    """The names of the fused stages the local engine runs ``pipeline`` in."""
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    runner = runners._fn_api_runner()(
+        provision_info=fn_runner.ExtendedProvisionInfo(None)  # type: ignore[arg-type]
+    )
+    _, stages = runner.create_stages(pipeline.to_runner_api())
+    return [stage.name for stage in stages]
+
+
+def _flatten_then_group(pipeline: beam.Pipeline, *, also_counted: bool = False):
+    """Three PCollections of keyed elements (two coders among them), flattened and grouped;
+    with ``also_counted``, the Flatten feeds a count beside the grouping."""
+    words = pipeline | "Words" >> beam.Create([("a", "x"), ("b", "y")])
+    numbers = pipeline | "Numbers" >> beam.Create([("a", 1), ("c", 2), ("a", 3)])
+    more = pipeline | "More" >> beam.Create(range(4)) | beam.Map(lambda i: ("b", i * 10))
+    flat = (words, numbers, more) | "Together" >> beam.Flatten()
+    grouped = (
+        flat
+        | "Group" >> beam.GroupByKey()
+        | "Sorted" >> beam.MapTuple(lambda key, values: (key, sorted(map(str, values))))
+    )
+    counted = flat | "Count" >> beam.combiners.Count.Globally() if also_counted else None
+    return grouped, counted
+
+
+@pytest.mark.parametrize(
+    "mode, workers", [("in_memory", 1), ("multi_threading", 2), ("multi_processing", 2)]
+)
+def test_a_flatten_into_a_grouping_is_written_straight_into_it_and_groups_everything(mode, workers):
+    from apache_beam.testing.util import assert_that, equal_to
+
+    options = PipelineOptions([f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"])
+    with beam.Pipeline(runner=runners.InProcessRunner(), options=options) as pipeline:
+        grouped, _ = _flatten_then_group(pipeline)
+        assert_that(
+            grouped,
+            equal_to([("a", ["1", "3", "x"]), ("b", ["0", "10", "20", "30", "y"]), ("c", ["2"])]),
+        )
+    stages = _local_stages(_flatten_then_group(beam.Pipeline())[0].pipeline)
+    assert not [name for name in stages if "Together/Read" in name]  # no relaying stage
+    assert [name for name in stages if "Group/Read" in name]
+
+
+def test_a_flatten_that_feeds_more_than_a_grouping_keeps_its_stage():
+    from apache_beam.testing.util import assert_that, equal_to
+
+    options = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
+    with beam.Pipeline(runner=runners.InProcessRunner(), options=options) as pipeline:
+        grouped, counted = _flatten_then_group(pipeline, also_counted=True)
+        assert_that(grouped | beam.Keys(), equal_to(["a", "b", "c"]), label="Keys")
+        assert_that(counted, equal_to([9]), label="Counted")
+    stages = _local_stages(_flatten_then_group(beam.Pipeline(), also_counted=True)[0].pipeline)
+    assert [name for name in stages if "Together/Read" in name]
