@@ -231,7 +231,7 @@ def test_a_flatten_into_a_grouping_is_written_straight_into_it_and_groups_everyt
             grouped,
             equal_to([("a", ["1", "3", "x"]), ("b", ["0", "10", "20", "30", "y"]), ("c", ["2"])]),
         )
-    stages = _local_stages(_flatten_then_group(beam.Pipeline())[0].pipeline)
+        stages = _local_stages(pipeline)
     assert not [name for name in stages if "Together/Read" in name]  # no relaying stage
     assert [name for name in stages if "Group/Read" in name]
 
@@ -244,5 +244,5 @@ def test_a_flatten_that_feeds_more_than_a_grouping_keeps_its_stage():
         grouped, counted = _flatten_then_group(pipeline, also_counted=True)
         assert_that(grouped | beam.Keys(), equal_to(["a", "b", "c"]), label="Keys")
         assert_that(counted, equal_to([9]), label="Counted")
-    stages = _local_stages(_flatten_then_group(beam.Pipeline(), also_counted=True)[0].pipeline)
+        stages = _local_stages(pipeline)
     assert [name for name in stages if "Together/Read" in name]
