@@ -81,6 +81,16 @@ def _leaves(table_schema: pa.Schema, without: frozenset[str]) -> list[str]:
     return [p for p in paths if p.split(".", 1)[0] not in without]
 
 
+def open_input(path: str) -> Any:
+    """``path`` (any FileSystems path) opened for reading by a Parquet reader: a local file
+    as Arrow's own (its pages are read straight into Arrow's buffers, no Python call or
+    copy per read), any other through FileSystems."""
+    local = stores.local_path(path)
+    if local is not None:
+        return pa.OSFile(local)
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
 def footer_rows(path: str) -> int:
     """The row count a Parquet file's footer records (only the footer is read)."""
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:

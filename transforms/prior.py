@@ -48,7 +48,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import digests, runstate, sinks, staging
+from chunkmill.transforms import digests, parquet_io, runstate, sinks, staging
 from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
@@ -147,18 +147,20 @@ def list_parts(path: str) -> Iterator[PriorPart]:
 
 
 def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
-    """The given columns of one prior part, through FileSystems (local, gs://, s3://), with
+    """The given columns of one prior part (``parquet_io.open_input``: local, gs://, s3://), with
     its page checksums verified and its ids and hashes validated (``invalid_rows``): the
     prior's rows enter the new manifest here, so a flipped byte or a foreign row stops the
     run (``RunRefused``, one line naming the file) instead of reaching every later run. A
     nullable column of ``schema.MANIFEST`` that a prior written before it existed lacks is
     null; a missing required one refuses the run."""
     try:
-        with FileSystems.open(part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with parquet_io.open_input(part.path) as f:
             parquet = pq.ParquetFile(f, page_checksum_verification=True)
             present = set(parquet.schema_arrow.names)
+            # One thread: a part's few columns decode in less time than a pool's hand-offs
+            # take, and a worker runs a part per thread already.
             table = parquet.read_row_group(
-                part.row_group, columns=[c for c in columns if c in present]
+                part.row_group, columns=[c for c in columns if c in present], use_threads=False
             )
     except Exception as e:
         raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
