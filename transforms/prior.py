@@ -570,7 +570,10 @@ def apply_verdicts(
         else:
             raise ValueError(f"unknown verdict kind {v.kind!r}")
     doc = table["doc_id"]
-    is_kept = pc.or_(_in(doc, keep), pc.is_in(doc, value_set=_plain(kept_docs)))
+    kept_ids = _plain(kept_docs)
+    if keep:
+        kept_ids = pa.concat_arrays([pa.array(keep, pa.string()), kept_ids.cast(pa.string())])
+    is_kept = pc.is_in(doc, value_set=kept_ids)
     if not (replaced or gone) and pc.all(is_kept).as_py():
         # The nightly common case: every document of the part is kept.
         manifest = _with_versions(table, versions)
@@ -591,10 +594,14 @@ def apply_verdicts(
     kept = _with_versions(table.filter(is_kept), versions)
     manifest = as_table(kept, schema.MANIFEST, is_new=_falses(kept.num_rows))
 
-    is_current = _in(table["chunk_id"], current)
+    # The rest is decided among the rows of the documents not kept, a few of the part's
+    # on a night: each filter below passes over them, not over every row of the part.
+    others = table.filter(pc.or_(is_replaced, is_gone))
+    is_replaced, is_gone = _in(others["doc_id"], replaced), _in(others["doc_id"], gone)
+    is_current = _in(others["chunk_id"], current)
     changed = pc.and_(is_replaced, pc.invert(is_current))
-    removed = table.filter(pc.or_(is_gone, changed))
-    persisting = table.filter(pc.and_(is_replaced, is_current)).select(["chunk_id", "chunk_hash"])
+    removed = others.filter(pc.or_(is_gone, changed))
+    persisting = others.select(["chunk_id", "chunk_hash"]).filter(pc.and_(is_replaced, is_current))
     reason = pc.if_else(
         _in(removed["doc_id"], emptied),
         pa.scalar(schema.DOCUMENT_EMPTIED),
