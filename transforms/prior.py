@@ -48,7 +48,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from chunkmill import carryover, schema
 from chunkmill.items import EMPTIED, KEEP, REMOVE, REPLACE, PriorPart, PriorSummary, Verdict
 from chunkmill.refusal import RunRefused
-from chunkmill.transforms import digests, runstate, sinks, staging
+from chunkmill.transforms import digests, parquet_io, runstate, sinks, staging
 from chunkmill.transforms.parquet_batches import ROW_GROUP_BUFFER_BYTES
 
 # Hex digits of chunk_hash that name its bucket in the hash join: 256 buckets, so a bucket
@@ -76,6 +76,10 @@ READ_GAP_BYTES = 1024 * 1024
 WRITE_BYTES = 1024 * 1024
 
 ReadPart = Callable[[PriorPart, Sequence[str]], pa.Table]
+# A part smaller than this (a small corpus's whole manifest) decodes on the calling thread:
+# Arrow's thread pools cost their start and hand-offs, more than its columns take to decode
+# (a night reads its part twice, one call each); a larger one decodes its columns in parallel.
+THREADED_PART_BYTES = 16 * 1024 * 1024
 
 
 def hash_bucket(chunk_hash: str) -> str:
@@ -138,7 +142,7 @@ def list_parts(path: str) -> Iterator[PriorPart]:
     """Every row group of the prior manifest file ``path`` (its footer only is read). A file
     that is gone or unreadable refuses the run (``RunRefused``), naming it."""
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with parquet_io.open_input(path) as f:
             groups = pq.ParquetFile(f).metadata.num_row_groups
     except Exception as e:
         raise RunRefused(_corrupt(path, f"{type(e).__name__}: {e}")) from e
@@ -147,18 +151,21 @@ def list_parts(path: str) -> Iterator[PriorPart]:
 
 
 def read_part(part: PriorPart, columns: Sequence[str]) -> pa.Table:
-    """The given columns of one prior part, through FileSystems (local, gs://, s3://), with
+    """The given columns of one prior part (``parquet_io.open_input``: local, gs://, s3://), with
     its page checksums verified and its ids and hashes validated (``invalid_rows``): the
     prior's rows enter the new manifest here, so a flipped byte or a foreign row stops the
     run (``RunRefused``, one line naming the file) instead of reaching every later run. A
     nullable column of ``schema.MANIFEST`` that a prior written before it existed lacks is
     null; a missing required one refuses the run."""
     try:
-        with FileSystems.open(part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with parquet_io.open_input(part.path) as f:
             parquet = pq.ParquetFile(f, page_checksum_verification=True)
             present = set(parquet.schema_arrow.names)
+            group = parquet.metadata.row_group(part.row_group)
             table = parquet.read_row_group(
-                part.row_group, columns=[c for c in columns if c in present]
+                part.row_group,
+                columns=[c for c in columns if c in present],
+                use_threads=group.total_byte_size > THREADED_PART_BYTES,
             )
     except Exception as e:
         raise RunRefused(_corrupt(part.path, f"{type(e).__name__}: {e}")) from e
@@ -568,7 +575,10 @@ def apply_verdicts(
         else:
             raise ValueError(f"unknown verdict kind {v.kind!r}")
     doc = table["doc_id"]
-    is_kept = pc.or_(_in(doc, keep), pc.is_in(doc, value_set=_plain(kept_docs)))
+    kept_ids = _plain(kept_docs)
+    if keep:
+        kept_ids = pa.concat_arrays([pa.array(keep, pa.string()), kept_ids.cast(pa.string())])
+    is_kept = pc.is_in(doc, value_set=kept_ids)
     if not (replaced or gone) and pc.all(is_kept).as_py():
         # The nightly common case: every document of the part is kept.
         manifest = _with_versions(table, versions)
@@ -589,10 +599,14 @@ def apply_verdicts(
     kept = _with_versions(table.filter(is_kept), versions)
     manifest = as_table(kept, schema.MANIFEST, is_new=_falses(kept.num_rows))
 
-    is_current = _in(table["chunk_id"], current)
+    # The rest is decided among the rows of the documents not kept, a few of the part's
+    # on a night: each filter below passes over them, not over every row of the part.
+    others = table.filter(pc.or_(is_replaced, is_gone))
+    is_replaced, is_gone = _in(others["doc_id"], replaced), _in(others["doc_id"], gone)
+    is_current = _in(others["chunk_id"], current)
     changed = pc.and_(is_replaced, pc.invert(is_current))
-    removed = table.filter(pc.or_(is_gone, changed))
-    persisting = table.filter(pc.and_(is_replaced, is_current)).select(["chunk_id", "chunk_hash"])
+    removed = others.filter(pc.or_(is_gone, changed))
+    persisting = others.select(["chunk_id", "chunk_hash"]).filter(pc.and_(is_replaced, is_current))
     reason = pc.if_else(
         _in(removed["doc_id"], emptied),
         pa.scalar(schema.DOCUMENT_EMPTIED),

@@ -141,6 +141,19 @@ def test_a_sound_part_reads_back_as_written(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("threaded_from", [0, prior.THREADED_PART_BYTES])
+def test_a_part_reads_the_same_on_one_thread_and_on_many(tmp_path, monkeypatch, threaded_from):
+    rows = hand_rows(6)
+    path = write(tmp_path / "part-0.parquet", rows)
+    monkeypatch.setattr(prior, "THREADED_PART_BYTES", threaded_from)
+    table = prior.read_part(PriorPart(str(path), 0), list(schema.OCCURRENCE_FIELDS))
+    fields = list(schema.OCCURRENCE_FIELDS)
+    assert table.select(fields).to_pylist() == [{f: r.get(f) for f in fields} for r in rows]
+    flip_a_hash(path, rows)
+    with pytest.raises(RunRefused, match="(?i)checksum|crc"):
+        prior.read_part(PriorPart(str(path), 0), ["chunk_hash"])
+
+
 def test_a_prior_file_gone_after_preflight_refuses_the_run_naming_it(tmp_path):
     with pytest.raises(RunRefused) as info:
         list(prior.list_parts(str(tmp_path / "part-9.parquet")))

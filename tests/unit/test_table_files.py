@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from chunkmill import schema
-from chunkmill.transforms import textstore
+from chunkmill.transforms import parquet_io, textstore
 from chunkmill.transforms.parquet_io import TableFile
 from chunkmill.transforms.sinks import TableFiles, name_table_files
 from tests.unit.test_prior_integrity import hand_rows
@@ -177,4 +178,28 @@ def test_tables_that_part_ways_keep_the_rows_each_was_given(tmp_path):
     written = files.close()
     assert _rows_of(written, "manifest") == sorted(ids[4:]) and _rows_of(written, "added") == [
         ids[5]
+    ]
+
+
+ODD_TYPES = pa.schema(
+    [
+        ("m", pa.map_(pa.string(), pa.int32())),
+        ("s", pa.struct([("a", pa.list_(pa.field("x", pa.string()))), ("b", pa.int64())])),
+        ("l", pa.large_list(pa.int8())),
+        ("f", pa.list_(pa.int16(), 2)),
+        ("d", pa.dictionary(pa.int32(), pa.string())),
+    ]
+)
+
+
+@pytest.mark.parametrize("table_schema", [*schema.TABLES.values(), ODD_TYPES])
+def test_the_writer_settings_name_each_column_as_a_written_file_does(table_schema):
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, table_schema, **parquet_io._BEAM_SETTINGS).close()
+    written = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    paths = [written.column(i).path for i in range(len(written))]
+    assert parquet_io._leaves(table_schema, frozenset()) == paths
+    first = table_schema.names[0]
+    assert parquet_io._leaves(table_schema, frozenset({first})) == [
+        p for p in paths if p.split(".", 1)[0] != first
     ]
