@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
@@ -42,6 +43,7 @@ from chunkmill.transforms.counts import (
     VERDICTS,
     PerBundle,
     in_global_window,
+    update_each,
 )
 from chunkmill.transforms.sources import LISTING
 
@@ -247,8 +249,7 @@ class _PlanBucket(PerBundle):
         sizes = listing["size_bytes"]
         _DOCS_LISTED.inc(n)
         _BYTES_LISTED.inc(pc.sum(sizes).as_py())
-        for size in sizes.to_pylist():
-            LISTED_PROGRESS.update(size)
+        update_each(LISTED_PROGRESS, sizes.to_pylist())
         self._tally["docs_listed"] += n
         states = prior_summary.doc_states(summary)
         at = pc.index_in(listing["doc_id"], value_set=states["doc_id"])
@@ -267,9 +268,9 @@ class _PlanBucket(PerBundle):
         if n_carried:
             self._carried.inc(n_carried)
             self._tally[f"docs_{document.CARRIED_OVER}"] += n_carried
-            for _ in range(n_carried):
-                DONE_PROGRESS.update(0)
-            yield from self._keep(summary.filter(row_carried))
+            update_each(DONE_PROGRESS, itertools.repeat(0, n_carried))
+            # Only what ``_keep`` reads: the summaries' other columns are most of their bytes.
+            yield from self._keep(summary.select(["doc_id", "part"]).filter(row_carried))
         rest = listing.filter(pc.invert(carried)) if n_carried else listing
         if not rest.num_rows:
             return
@@ -293,13 +294,14 @@ class _PlanBucket(PerBundle):
         sends them on when the buffer fills."""
         if not kept.num_rows:
             return
-        kept = kept.sort_by("part")
-        runs = pc.value_counts(kept["part"])
+        # Ordered by each part's number, not its key: a key is a path, long and slow to
+        # compare, and a table's parts are few.
+        parts = pc.dictionary_encode(kept["part"].combine_chunks())
+        order = pc.sort_indices(parts.indices)
+        docs = kept["doc_id"].combine_chunks().take(order)
+        counts = np.bincount(parts.indices.to_numpy(), minlength=len(parts.dictionary))
         start = 0
-        docs = kept["doc_id"].combine_chunks()
-        for part, count in zip(
-            runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
-        ):
+        for part, count in zip(parts.dictionary.to_pylist(), counts.tolist(), strict=True):
             self._kept.setdefault(part, []).append(docs.slice(start, count))
             start += count
         self._kept_n += kept.num_rows
