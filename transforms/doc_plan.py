@@ -251,8 +251,7 @@ class _PlanBucket(PerBundle):
         _BYTES_LISTED.inc(pc.sum(sizes).as_py())
         update_each(LISTED_PROGRESS, sizes.to_pylist())
         self._tally["docs_listed"] += n
-        states = prior_summary.doc_states(summary)
-        at = pc.index_in(listing["doc_id"], value_set=states["doc_id"])
+        states, at = _listed_states(summary, listed_at, listing["doc_id"])
         self._tally["docs_prior"] += n - at.null_count
         carried = prior_summary.unchanged_by_listing(
             listing["version"],
@@ -328,6 +327,33 @@ class _PlanBucket(PerBundle):
                 verdict = Verdict(doc, REMOVE)
             for s in summaries:
                 yield from self._hold(VERDICTS, s.part, verdict)
+
+
+def _listed_states(
+    summary: pa.Table, listed_at: pa.Array | pa.ChunkedArray, listed_docs: pa.ChunkedArray
+) -> tuple[pa.Table, pa.Array]:
+    """The prior state of each listed document: a table of ``prior_summary.doc_states``'s
+    columns and, per listed document, its row there (null: no prior rows). ``listed_at``
+    (each summary row's listed document) already joins them: when no listed document has
+    rows in two parts (the common case) each summary row is its document's state, found
+    with no second lookup by doc_id."""
+    n = len(listed_docs)
+    if isinstance(listed_at, pa.ChunkedArray):  # of no chunk when there is no summary
+        listed_at = listed_at.combine_chunks()
+    valid = pc.is_valid(listed_at)
+    rows = pc.indices_nonzero(valid).to_numpy()
+    listed = pc.filter(listed_at, valid).to_numpy()
+    per_doc = np.bincount(listed, minlength=n)
+    if per_doc.max(initial=0) > 1:
+        states = prior_summary.doc_states(summary)
+        return states, pc.index_in(listed_docs, value_set=states["doc_id"])
+    at = np.zeros(n, np.int64)
+    at[listed] = rows
+    # Made from the NumPy arrays' bytes: ``pa.array`` of a NumPy array would load
+    # ``numpy.ma`` on a process's first such call.
+    has_prior = np.packbits(per_doc > 0, bitorder="little")
+    buffers = [pa.py_buffer(has_prior), pa.py_buffer(at)]
+    return summary, pa.Array.from_buffers(pa.int64(), n, buffers, null_count=n - len(listed))
 
 
 def _by_doc(summary: pa.Table) -> dict[str, list[PriorSummary]]:
