@@ -37,9 +37,9 @@ from chunkmill.redact import redact_uri
 from chunkmill.transforms import prior, sources, storage
 from chunkmill.transforms.counts import (
     COUNTS,
-    DONE_PROGRESS,
-    LISTED_PROGRESS,
     METRICS_NAMESPACE,
+    PROGRESS_DONE,
+    PROGRESS_LISTED,
     VERDICTS,
     PerBundle,
     in_global_window,
@@ -249,7 +249,7 @@ class _PlanBucket(PerBundle):
         sizes = listing["size_bytes"]
         _DOCS_LISTED.inc(n)
         _BYTES_LISTED.inc(pc.sum(sizes).as_py())
-        update_each(LISTED_PROGRESS, sizes.to_pylist())
+        update_each(PROGRESS_LISTED, sizes.to_pylist())
         self._tally["docs_listed"] += n
         states, at = _listed_states(summary, listed_at, listing["doc_id"])
         self._tally["docs_prior"] += n - at.null_count
@@ -267,7 +267,7 @@ class _PlanBucket(PerBundle):
         if n_carried:
             self._carried.inc(n_carried)
             self._tally[f"docs_{document.CARRIED_OVER}"] += n_carried
-            update_each(DONE_PROGRESS, itertools.repeat(0, n_carried))
+            update_each(PROGRESS_DONE, itertools.repeat(0, n_carried))
             # Only what ``_keep`` reads: the summaries' other columns are most of their bytes.
             yield from self._keep(summary.select(["doc_id", "part"]).filter(row_carried))
         rest = listing.filter(pc.invert(carried)) if n_carried else listing
