@@ -153,9 +153,22 @@ def _one_per_doc(listing: pa.Table) -> pa.Table:
 
 def as_work(item: WorkItem) -> tuple[str, tuple[Any, ...]]:
     """A WorkItem keyed by doc_id, as plain tuples (encoded natively, not pickled)."""
-    error = None if item.prior_error is None else tuple(item.prior_error)
-    summaries = tuple(tuple(s) for s in item.prior)
-    return item.doc_id, (item.uri, item.size_bytes, summaries, item.version, error)
+    return _work(item.doc_id, item.uri, item.size_bytes, item.prior, item.version, item.prior_error)
+
+
+def _work(
+    doc: str,
+    uri: str,
+    size_bytes: int,
+    prior_summaries: Iterable[PriorSummary],
+    version: str | None,
+    prior_error: PriorError | None,
+) -> tuple[str, tuple[Any, ...]]:
+    """``as_work`` of the WorkItem of these fields, without making it (a first run plans
+    every document)."""
+    error = None if prior_error is None else tuple(prior_error)
+    summaries = tuple(tuple(s) for s in prior_summaries)
+    return doc, (uri, size_bytes, summaries, version, error)
 
 
 def work_item(doc: str, work: tuple[Any, ...]) -> WorkItem:
@@ -277,16 +290,8 @@ class _PlanBucket(PerBundle):
         for doc, uri, size, version in zip(
             *(rest[name].to_pylist() for name in LISTING.names), strict=True
         ):
-            yield as_work(
-                WorkItem(
-                    doc_id=doc,
-                    uri=uri,
-                    size_bytes=size,
-                    prior=tuple(parts.get(doc, ())),
-                    version=version,
-                    prior_error=_latest_failure(failures.get(doc, [])),
-                )
-            )
+            failure = _latest_failure(failures[doc]) if doc in failures else None
+            yield _work(doc, uri, size, parts.get(doc, ()), version, failure)
 
     def _keep(self, kept: pa.Table):
         """Holds the doc_ids of ``kept`` (summary rows of carried-over documents) per part;
