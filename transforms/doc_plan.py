@@ -343,7 +343,9 @@ def _listed_states(
     rows in two parts (the common case) each summary row is its document's state, found
     with no second lookup by doc_id."""
     n = len(listed_docs)
-    if isinstance(listed_at, pa.ChunkedArray):  # of no chunk when there is no summary
+    if not len(listed_at):  # no prior (a first run): no state to find
+        return summary, pa.nulls(n, pa.int64())
+    if isinstance(listed_at, pa.ChunkedArray):
         listed_at = listed_at.combine_chunks()
     valid = pc.is_valid(listed_at)
     rows = pc.indices_nonzero(valid).to_numpy()
