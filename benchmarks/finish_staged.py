@@ -41,7 +41,10 @@ for start in range(0, rows.num_rows, stage_rows):
     _, runs = prior.bucket_runs(table["chunk_hash"])
     flags = hash_join.IS_NEW | hash_join.ADDED | hash_join.CHOSEN
     decided = [(bucket, bytes([flags]) * n) for bucket, _, n in runs]
-    staged.append((staging.write(work, table), decided))
+    # A file's decisions as MarkNew sends them: grouped per staged file where the tree's
+    # MarkNew groups them (it reads a batch's messages together), one per bucket before.
+    grouped = hasattr(hash_join, "_read_staged_ids_together")
+    staged.append((staging.write(work, table), [decided] if grouped else decided))
 finish = hash_join._FinishStaged(tempfile.mkdtemp(dir=work), text=True)
 cpu, wall = time.process_time(), time.perf_counter()
 finish.start_bundle()

@@ -5,12 +5,14 @@ each."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.metrics.execution import MetricsEnvironment
+from apache_beam.metrics.metricbase import MetricName
 from apache_beam.transforms import window
 
 from chunkmill.items import Verdict
@@ -33,6 +35,17 @@ PROGRESS_DONE = "progress_done"  # one value per document done: 1 if it failed, 
 LISTED_PROGRESS = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_LISTED, process_wide=True)
 READ_PROGRESS = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_READ, process_wide=True)
 DONE_PROGRESS = Metrics.distribution(METRICS_NAMESPACE, PROGRESS_DONE, process_wide=True)
+
+
+def update_each(progress: str, values: Iterable[int]) -> None:
+    """One update per value of the process-wide progress distribution named ``progress``
+    (``PROGRESS_LISTED``, ...), the one its ``Metrics.distribution`` above updates: its cell
+    found once, then updated in a loop that stays in C (a night updates one per listed
+    document and one per carried-over document, several times faster so)."""
+    name = MetricName(METRICS_NAMESPACE, progress)
+    cell = MetricsEnvironment.process_wide_container().get_distribution(name)
+    deque(map(cell.update, values), maxlen=0)
+
 
 # Tags of the outputs every ``PerBundle`` step may have: the run report's ``(name, n)`` counts,
 # and the verdicts on prior documents, ``(part, verdicts)``.

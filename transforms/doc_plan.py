@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
@@ -36,12 +37,13 @@ from chunkmill.redact import redact_uri
 from chunkmill.transforms import prior, sources, storage
 from chunkmill.transforms.counts import (
     COUNTS,
-    DONE_PROGRESS,
-    LISTED_PROGRESS,
     METRICS_NAMESPACE,
+    PROGRESS_DONE,
+    PROGRESS_LISTED,
     VERDICTS,
     PerBundle,
     in_global_window,
+    update_each,
 )
 from chunkmill.transforms.sources import LISTING
 
@@ -151,9 +153,22 @@ def _one_per_doc(listing: pa.Table) -> pa.Table:
 
 def as_work(item: WorkItem) -> tuple[str, tuple[Any, ...]]:
     """A WorkItem keyed by doc_id, as plain tuples (encoded natively, not pickled)."""
-    error = None if item.prior_error is None else tuple(item.prior_error)
-    summaries = tuple(tuple(s) for s in item.prior)
-    return item.doc_id, (item.uri, item.size_bytes, summaries, item.version, error)
+    return _work(item.doc_id, item.uri, item.size_bytes, item.prior, item.version, item.prior_error)
+
+
+def _work(
+    doc: str,
+    uri: str,
+    size_bytes: int,
+    prior_summaries: Iterable[PriorSummary],
+    version: str | None,
+    prior_error: PriorError | None,
+) -> tuple[str, tuple[Any, ...]]:
+    """``as_work`` of the WorkItem of these fields, without making it (a first run plans
+    every document)."""
+    error = None if prior_error is None else tuple(prior_error)
+    summaries = tuple(tuple(s) for s in prior_summaries)
+    return doc, (uri, size_bytes, summaries, version, error)
 
 
 def work_item(doc: str, work: tuple[Any, ...]) -> WorkItem:
@@ -247,11 +262,9 @@ class _PlanBucket(PerBundle):
         sizes = listing["size_bytes"]
         _DOCS_LISTED.inc(n)
         _BYTES_LISTED.inc(pc.sum(sizes).as_py())
-        for size in sizes.to_pylist():
-            LISTED_PROGRESS.update(size)
+        update_each(PROGRESS_LISTED, sizes.to_pylist())
         self._tally["docs_listed"] += n
-        states = prior_summary.doc_states(summary)
-        at = pc.index_in(listing["doc_id"], value_set=states["doc_id"])
+        states, at = _listed_states(summary, listed_at, listing["doc_id"])
         self._tally["docs_prior"] += n - at.null_count
         carried = prior_summary.unchanged_by_listing(
             listing["version"],
@@ -267,9 +280,9 @@ class _PlanBucket(PerBundle):
         if n_carried:
             self._carried.inc(n_carried)
             self._tally[f"docs_{document.CARRIED_OVER}"] += n_carried
-            for _ in range(n_carried):
-                DONE_PROGRESS.update(0)
-            yield from self._keep(summary.filter(row_carried))
+            update_each(PROGRESS_DONE, itertools.repeat(0, n_carried))
+            # Only what ``_keep`` reads: the summaries' other columns are most of their bytes.
+            yield from self._keep(summary.select(["doc_id", "part"]).filter(row_carried))
         rest = listing.filter(pc.invert(carried)) if n_carried else listing
         if not rest.num_rows:
             return
@@ -277,29 +290,22 @@ class _PlanBucket(PerBundle):
         for doc, uri, size, version in zip(
             *(rest[name].to_pylist() for name in LISTING.names), strict=True
         ):
-            yield as_work(
-                WorkItem(
-                    doc_id=doc,
-                    uri=uri,
-                    size_bytes=size,
-                    prior=tuple(parts.get(doc, ())),
-                    version=version,
-                    prior_error=_latest_failure(failures.get(doc, [])),
-                )
-            )
+            failure = _latest_failure(failures[doc]) if doc in failures else None
+            yield _work(doc, uri, size, parts.get(doc, ()), version, failure)
 
     def _keep(self, kept: pa.Table):
         """Holds the doc_ids of ``kept`` (summary rows of carried-over documents) per part;
         sends them on when the buffer fills."""
         if not kept.num_rows:
             return
-        kept = kept.sort_by("part")
-        runs = pc.value_counts(kept["part"])
+        # Ordered by each part's number, not its key: a key is a path, long and slow to
+        # compare, and a table's parts are few.
+        parts = pc.dictionary_encode(kept["part"].combine_chunks())
+        order = pc.sort_indices(parts.indices)
+        docs = kept["doc_id"].combine_chunks().take(order)
+        counts = np.bincount(parts.indices.to_numpy(), minlength=len(parts.dictionary))
         start = 0
-        docs = kept["doc_id"].combine_chunks()
-        for part, count in zip(
-            runs.field("values").to_pylist(), runs.field("counts").to_pylist(), strict=True
-        ):
+        for part, count in zip(parts.dictionary.to_pylist(), counts.tolist(), strict=True):
             self._kept.setdefault(part, []).append(docs.slice(start, count))
             start += count
         self._kept_n += kept.num_rows
@@ -326,6 +332,35 @@ class _PlanBucket(PerBundle):
                 verdict = Verdict(doc, REMOVE)
             for s in summaries:
                 yield from self._hold(VERDICTS, s.part, verdict)
+
+
+def _listed_states(
+    summary: pa.Table, listed_at: pa.Array | pa.ChunkedArray, listed_docs: pa.ChunkedArray
+) -> tuple[pa.Table, pa.Array]:
+    """The prior state of each listed document: a table of ``prior_summary.doc_states``'s
+    columns and, per listed document, its row there (null: no prior rows). ``listed_at``
+    (each summary row's listed document) already joins them: when no listed document has
+    rows in two parts (the common case) each summary row is its document's state, found
+    with no second lookup by doc_id."""
+    n = len(listed_docs)
+    if not len(listed_at):  # no prior (a first run): no state to find
+        return summary, pa.nulls(n, pa.int64())
+    if isinstance(listed_at, pa.ChunkedArray):
+        listed_at = listed_at.combine_chunks()
+    valid = pc.is_valid(listed_at)
+    rows = pc.indices_nonzero(valid).to_numpy()
+    listed = pc.filter(listed_at, valid).to_numpy()
+    per_doc = np.bincount(listed, minlength=n)
+    if per_doc.max(initial=0) > 1:
+        states = prior_summary.doc_states(summary)
+        return states, pc.index_in(listed_docs, value_set=states["doc_id"])
+    at = np.zeros(n, np.int64)
+    at[listed] = rows
+    # Made from the NumPy arrays' bytes: ``pa.array`` of a NumPy array would load
+    # ``numpy.ma`` on a process's first such call.
+    has_prior = np.packbits(per_doc > 0, bitorder="little")
+    buffers = [pa.py_buffer(has_prior), pa.py_buffer(at)]
+    return summary, pa.Array.from_buffers(pa.int64(), n, buffers, null_count=n - len(listed))
 
 
 def _by_doc(summary: pa.Table) -> dict[str, list[PriorSummary]]:

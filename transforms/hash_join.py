@@ -9,6 +9,7 @@ byte of flags per occurrence comes back; the occurrences' text waits in staged f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -74,16 +75,41 @@ def staged_ids(rows: pa.Table) -> list[tuple[str, bytes]]:
 
 def read_staged_ids(message: bytes) -> pa.RecordBatch:
     """A message of ``staged_ids`` as a record batch of ``STAGED_IDS`` (views of its bytes)."""
+    buffer, split = pa.py_buffer(message), _occurrences(message) * digests.HASH_BYTES
+    return _staged_ids_batch(buffer.slice(0, split), buffer.slice(split))
+
+
+def _read_staged_ids_together(messages: list[bytes]) -> tuple[pa.RecordBatch, list[int]]:
+    """Messages of ``staged_ids`` as one record batch of ``STAGED_IDS``, their rows end to
+    end, and the number of rows of each: one batch for the buckets of a bundle, not one
+    per message (Arrow's kernels over a table of hundreds of chunks pay per chunk). Their
+    bytes are copied once, at most ``MARK_BATCH_BYTES`` of them."""
+    counts = [_occurrences(message) for message in messages]
+    views = [
+        (memoryview(message), n * digests.HASH_BYTES)
+        for message, n in zip(messages, counts, strict=True)
+    ]
+    hashes = b"".join(view[:split] for view, split in views)
+    ids = b"".join(view[split:] for view, split in views)
+    return _staged_ids_batch(pa.py_buffer(hashes), pa.py_buffer(ids)), counts
+
+
+def _occurrences(message: bytes) -> int:
     n, extra = divmod(len(message), _ROW_BYTES)
     if extra:
         raise ValueError(f"a message of {len(message)} bytes is not whole occurrences")
-    buffer = pa.py_buffer(message)
-    split = n * digests.HASH_BYTES
+    return n
+
+
+def _staged_ids_batch(hash_bytes: pa.Buffer, id_bytes: pa.Buffer) -> pa.RecordBatch:
+    """Occurrences' hashes and their ids, each end to end in a buffer, as a record batch of
+    ``STAGED_IDS`` (views of the buffers' bytes)."""
+    n = hash_bytes.size // digests.HASH_BYTES
     hashes = pa.FixedSizeBinaryArray.from_buffers(
-        STAGED_IDS.field("chunk_hash").type, n, [None, buffer.slice(0, split)]
+        STAGED_IDS.field("chunk_hash").type, n, [None, hash_bytes]
     )
     ids = pa.FixedSizeBinaryArray.from_buffers(
-        STAGED_IDS.field("chunk_id").type, n, [None, buffer.slice(split)]
+        STAGED_IDS.field("chunk_id").type, n, [None, id_bytes]
     )
     return pa.RecordBatch.from_arrays([hashes, ids], schema=STAGED_IDS)
 
@@ -112,7 +138,8 @@ class _MarkNew(PerBundle):
     run removes (``_GONE``) and the ids of the re-chunked documents' prior rows that are
     still current (``_PERSISTING``). Every occurrence is decided (a byte of flags, ``IS_NEW``,
     ``ADDED``, ``CHOSEN``, per occurrence in the order of its message: ``(staged path,
-    (bucket, flags))``, one per staged file and bucket): its hash is new
+    ((bucket, flags), ...))``, one element per staged file and batch of buckets): its hash
+    is new
     when the prior state lacks it; each new hash has exactly one chosen occurrence, the one
     for chunks/ (the smallest chunk_id, so the choice does not depend on grouping order); an
     occurrence whose id is not among the persisting ones is added. A hash is retired when
@@ -157,12 +184,12 @@ class _MarkNew(PerBundle):
         parts = self._waiting
         self._waiting, self._waiting_bytes = _by_tag(), 0
         current = parts[CURRENT]
-        batches = [read_staged_ids(message) for _, _, message in current]
-        ids = pa.Table.from_batches(batches, schema=STAGED_IDS)
+        batch, counts = _read_staged_ids_together([message for _, _, message in current])
+        ids = pa.Table.from_batches([batch])
         prior_counts = _ipc_table(prior.read_messages(parts[_PRIOR]), prior.HASH_COUNTS)
         if parts[_GONE]:
             yield from self._retired(ids, prior_counts, parts[_GONE])
-        if not batches:
+        if not current:
             return
         first = _first_ids(ids)
         # Membership needs no sum: a hash in several prior messages is in the prior once.
@@ -175,10 +202,15 @@ class _MarkNew(PerBundle):
             (ADDED, pc.invert(pc.is_in(ids["chunk_id"], value_set=persisting))),
             (CHOSEN, pc.is_in(ids["chunk_id"], value_set=new["chunk_id"])),
         )
+        # One element per staged file: its buckets' decisions travel together, not as an
+        # element each (a night's few changed documents touch nearly every bucket).
+        by_path: dict[str, list[tuple[str, bytes]]] = {}
         start = 0
-        for (bucket, path, _), batch in zip(current, batches, strict=True):
-            yield path, (bucket, flags[start : start + batch.num_rows])
-            start += batch.num_rows
+        for (bucket, path, _), n in zip(current, counts, strict=True):
+            by_path.setdefault(path, []).append((bucket, flags[start : start + n]))
+            start += n
+        for path, decisions in sorted(by_path.items()):
+            yield path, tuple(decisions)
 
     def _retired(self, ids: pa.Table, prior_counts: pa.Table, gone_counts: list[bytes]):
         """The ``retired/`` rows of the buckets: hashes of removed rows left with no current
@@ -231,7 +263,8 @@ def staged_tables(path: str, decided: Iterable[tuple[str, bytes]]) -> dict[str, 
 
 
 class _FinishStaged(PerBundle):
-    """``(staged path, [(bucket, flags)])`` → ``(table, path)`` of the files its bundle
+    """``(staged path, [((bucket, flags), ...)])`` (the decisions of a staged file, from as
+    many elements as batches of buckets decided them) → ``(table, path)`` of the files its bundle
     wrote under ``temp`` (``sinks.TableFiles``): the staged file's rows as manifest rows
     flagged ``is_new``, its added occurrences and its chosen ones, text included
     (``staged_tables``), written where they are decided, for ``WriteTables`` to name, each
@@ -255,9 +288,9 @@ class _FinishStaged(PerBundle):
         # New files for every attempt: a failed one's are never named.
         self._files = sinks.TableFiles(self._temp, text=self._text)
 
-    def process(self, element: tuple[str, Iterable[tuple[str, bytes]]]) -> None:
+    def process(self, element: tuple[str, Iterable[Iterable[tuple[str, bytes]]]]) -> None:
         path, decided = element
-        tables = staged_tables(path, decided)
+        tables = staged_tables(path, itertools.chain.from_iterable(decided))
         manifest, embed = tables["manifest"], tables[_CHUNKS]
         tally = self._tally
         tally["chunks_total"] += manifest.num_rows
@@ -359,7 +392,7 @@ class MarkNew(beam.PTransform):
     ``"gone"`` (the hash counts of the rows this run removes, ``(bucket, (prior.GONE_TAG,
     IPC message))``) and ``"persisting"`` (ids of re-chunked documents' prior rows still
     current, ``(bucket, (prior.PERSISTING_TAG, IPC message))``), each tagged by the step
-    that makes it (``prior``) → ``{"decided": (staged path, (bucket, flags)), "retired":
+    that makes it (``prior``) → ``{"decided": (staged path, ((bucket, flags), ...)), "retired":
     retired/ tables, "counts": (name, n)}``, by hash bucket (``_MarkNew``)."""
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
@@ -374,9 +407,9 @@ class MarkNew(beam.PTransform):
         return {"decided": marked.decided, "retired": marked[_RETIRED], "counts": marked[COUNTS]}
 
 
-@beam.typehints.with_input_types(tuple[str, tuple[str, bytes]])
+@beam.typehints.with_input_types(tuple[str, tuple[tuple[str, bytes], ...]])
 class FinishStaged(beam.PTransform):
-    """``(staged path, (bucket, flags))`` (``MarkNew``'s) → ``{"files": (table, path),
+    """``(staged path, ((bucket, flags), ...))`` (``MarkNew``'s) → ``{"files": (table, path),
     "counts": (name, n)}``: each staged file read once, its rows split by their decisions and
     written under ``temp`` where they are decided (``_FinishStaged``): the manifest/,
     chunks/ and added/ rows, and with ``text`` the text store's rows of chunks/.
@@ -389,7 +422,7 @@ class FinishStaged(beam.PTransform):
         self._text = text
 
     def expand(
-        self, decided: beam.PCollection[tuple[str, tuple[str, bytes]]]
+        self, decided: beam.PCollection[tuple[str, tuple[tuple[str, bytes], ...]]]
     ) -> dict[str, beam.PCollection]:
         finish = _FinishStaged(self._temp, self._model_window, text=self._text)
         finished = (

@@ -8,7 +8,16 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from chunkmill.transforms.counts import SumCounts, finish_counts
+from chunkmill.pipeline import progress
+from chunkmill.pipeline.progress import Snapshot
+from chunkmill.transforms import counts
+from chunkmill.transforms.counts import (
+    PROGRESS_DONE,
+    PROGRESS_LISTED,
+    SumCounts,
+    finish_counts,
+    update_each,
+)
 
 
 def test_counts_of_several_steps_add_up_in_one_dict():
@@ -35,3 +44,13 @@ def test_no_counts_at_all_is_one_dict_of_zeros():
     with TestPipeline(runner="FnApiRunner") as p:
         counts = (p | beam.Create([]).with_output_types(tuple[str, int]),) | SumCounts()
         assert_that(counts, equal_to([finish_counts({})]))
+
+
+def test_update_each_updates_the_cells_the_progress_line_reads():
+    before = progress.process_snapshot()
+    update_each(PROGRESS_LISTED, [300, 200])
+    update_each(PROGRESS_DONE, [0, 0, 1])
+    counts.LISTED_PROGRESS.update(100)  # the same cell as the distribution's
+    assert progress.process_snapshot() - before == Snapshot(
+        listed=3, listed_bytes=600, done=3, failed=1, read=0, read_bytes=0
+    )

@@ -115,13 +115,18 @@ def _verdicts(element):
     return [] if isinstance(value, bytes) else [(v[0], v[1]) for v in value]
 
 
-def test_plan_docs_decides_unchanged_documents_in_the_join_and_sends_the_rest_as_work(tmp_path):
+# Parts of two rows: edited.md's rows lie in two parts (a document's state is then its parts'
+# summaries folded); parts of many rows: every document's rows lie in one.
+@pytest.mark.parametrize(("row_group_rows", "edited_parts"), [(2, 2), (1000, 1)])
+def test_plan_docs_decides_unchanged_documents_in_the_join_and_sends_the_rest_as_work(
+    tmp_path, row_group_rows, edited_parts
+):
     rows = [
         {**r, "source_version": "v1"}
         for uri, data in sorted(OLD.items())
         for r in manifest_rows(uri, data)
     ]
-    parts = write_prior(rows, str(tmp_path), row_group_rows=2)
+    parts = write_prior(rows, str(tmp_path), row_group_rows=row_group_rows)
     listed = [
         SourceFile("/c/same.md", 9, "v1"),  # unchanged by its listing: carried over
         SourceFile("/c/edited.md", 9, "v2"),  # work
@@ -143,7 +148,7 @@ def test_plan_docs_decides_unchanged_documents_in_the_join_and_sends_the_rest_as
             work | beam.Map(lambda w: (w.uri, w.version, len(w.prior), w.prior_error)),
             equal_to(
                 [
-                    ("/c/edited.md", "v2", 2, None),  # its rows lie in two parts
+                    ("/c/edited.md", "v2", edited_parts, None),
                     ("/c/new.md", "v1", 0, None),
                     ("/c/flaky.md", "v1", 0, failure),
                 ]

@@ -31,10 +31,14 @@ def _messages(table: pa.Table, tag: int) -> list[tuple[str, tuple[int, bytes]]]:
 
 
 def _decisions(element):
-    """A decision message → ``(path, bucket, i, (is_new, added, chosen))`` for the i-th
-    occurrence of the bucket in the staged file."""
-    path, (bucket, flags) = element
-    return [(path, bucket, i, tuple(bool(f & flag) for flag in FLAGS)) for i, f in enumerate(flags)]
+    """A staged file's decisions → ``(path, bucket, i, (is_new, added, chosen))`` for the
+    i-th occurrence of each bucket in the staged file."""
+    path, decided = element
+    return [
+        (path, bucket, i, tuple(bool(f & flag) for flag in FLAGS))
+        for bucket, flags in decided
+        for i, f in enumerate(flags)
+    ]
 
 
 FLAGS = (hash_join.IS_NEW, hash_join.ADDED, hash_join.CHOSEN)
@@ -110,12 +114,14 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
     # The first occurrence is new and chosen for chunks/; the second added but not new.
     flags = {chunk_ids[0]: hash_join.IS_NEW | hash_join.ADDED | hash_join.CHOSEN}
     flags[chunk_ids[1]] = hash_join.ADDED
-    # Decisions of one staged file come from several hash buckets: one message each.
-    messages = [
-        (path, (bucket, _flags_for(message, lambda c: flags.get(c, 0))))
+    # Decisions of one staged file come from several hash buckets, in as many elements as
+    # batches of buckets decided them: here two.
+    decided = [
+        (bucket, _flags_for(message, lambda c: flags.get(c, 0)))
         for bucket, message in hash_join.staged_ids(table)
     ]
-    assert len(messages) > 1
+    assert len(decided) > 1
+    messages = [(path, tuple(decided[:1])), (path, tuple(decided[1:]))]
     temp = tmp_path / "temp"
     temp.mkdir()
     with TestPipeline(runner="FnApiRunner") as p:
@@ -184,6 +190,12 @@ def test_finish_staged_reads_a_staged_file_once_into_the_tables(tmp_path):
 
 def _mark_bundle(mark: hash_join._MarkNew, elements) -> tuple[set, list[str]]:
     """One bundle of ``mark``: its decisions and its retired hashes."""
+    decided, retired, _ = _mark_outputs(mark, elements)
+    return decided, retired
+
+
+def _mark_outputs(mark: hash_join._MarkNew, elements) -> tuple[set, list[str], list]:
+    """One bundle of ``mark``: its decisions, its retired hashes and its decision elements."""
     mark.start_bundle()
     out = [e for element in elements for e in mark.process(element)]
     out += [
@@ -199,7 +211,8 @@ def _mark_bundle(mark: hash_join._MarkNew, elements) -> tuple[set, list[str]]:
         if isinstance(e, beam.pvalue.TaggedOutput) and e.tag == "retired"
         for h in e.value["chunk_hash"].to_pylist()
     ]
-    return decided, sorted(retired)
+    elements_out = [e for e in out if not isinstance(e, beam.pvalue.TaggedOutput)]
+    return decided, sorted(retired), elements_out
 
 
 def test_mark_new_decides_buckets_together_as_it_would_one_at_a_time(tmp_path):
@@ -235,9 +248,11 @@ def test_mark_new_decides_buckets_together_as_it_would_one_at_a_time(tmp_path):
         values.setdefault(bucket, []).append((prior.PERSISTING_TAG, message))
     elements = sorted(values.items())
     assert len(elements) > 200
-    together = _mark_bundle(hash_join._MarkNew(), elements)
+    *together, sent = _mark_outputs(hash_join._MarkNew(), elements)
     alone = _mark_bundle(hash_join._MarkNew(batch_bytes=1), elements)
-    assert together == alone
+    assert tuple(together) == alone
+    # Decided together, a staged file's buckets' decisions leave as one element.
+    assert sorted(path for path, _ in sent) == sorted(files)
     decided, retired = together
     assert len(decided) == sum(t.num_rows for t in files.values())
     assert retired == sorted(gone)  # known[:10] are still in this run's files
