@@ -41,8 +41,14 @@ _BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
 BATCH_FILES = 10_000
 
 # A walked folder is opened and its files examined relative to it (``lstat`` of a name, not
-# of a path the kernel resolves from the root again), where the platform allows.
-_AT_FOLDER = os.scandir in os.supports_fd and os.lstat in os.supports_dir_fd
+# of a path the kernel resolves from the root again), where the platform allows. Python
+# names ``os.stat`` in ``supports_dir_fd``, never ``os.lstat``, which is ``os.stat`` without
+# following a symlink and takes ``dir_fd`` wherever ``os.stat`` does.
+_AT_FOLDER = (
+    os.scandir in os.supports_fd
+    and os.stat in os.supports_dir_fd
+    and os.stat in os.supports_follow_symlinks
+)
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 # O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of

@@ -247,13 +247,13 @@ def test_the_output_is_excluded_by_its_real_path(tmp_path: Path):
 
 def test_the_walk_never_enters_the_output(tree: Path, monkeypatch: pytest.MonkeyPatch):
     scanned: list[str] = []
-    scandir = os.scandir
+    read_folder = local._read_folder
 
-    def recorded(path):
-        scanned.append(str(path))
-        return scandir(path)
+    def recorded(folder):
+        scanned.append(folder)
+        return read_folder(folder)
 
-    monkeypatch.setattr(os, "scandir", recorded)
+    monkeypatch.setattr(local, "_read_folder", recorded)
     rules = storage.ListingRules(output=str(tree / "book"))
     assert uris(f"{tree}/**", rules) == [
         f"{tree}/.hidden.md",
@@ -393,6 +393,24 @@ def test_a_large_folder_s_files_come_in_bounded_batches(tmp_path: Path, monkeypa
     )
     assert [len(x.uris) for x in walked] == [3, 3, 1]
     assert [u for x in walked for u in x.uris] == [f"{tmp_path}/{i}.md" for i in range(7)]
+
+
+def test_a_walked_folder_s_files_are_examined_by_name_relative_to_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The kernel resolves one component per file, not the whole path again: each file is
+    examined by its name in the folder opened once."""
+    examined: list[tuple[str, bool]] = []
+    lstat = os.lstat
+
+    def recorded(path, *, dir_fd=None):
+        if str(path).endswith(".md"):  # not the folders ``realpath`` examines
+            examined.append((path, dir_fd is not None))
+        return lstat(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "lstat", recorded)
+    assert uris(f"{tree}/book/ch1/*") == [f"{tree}/book/ch1/b.md"]
+    assert examined == [("b.md", True)]
 
 
 def test_a_pattern_naming_one_file_lists_it_alone(tree: Path, monkeypatch):
