@@ -142,6 +142,34 @@ def test_each_of_several_include_and_exclude_globs_counts(tree: Path):
     ]
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a.md", "b.md", "c.md"],  # one extension: judged at once
+        ["a.png", "b.PNG", "c.Png"],  # one extension, not text
+        ["a.md", "b.png", "c.tar.gz", "d.TXT", "e", ".png", "f.png.md", "g.p\u212al"],
+        ["x.md", "y.xmd", "z.md"],  # the first's extension ends the second, not as one
+        [".md", "a.md"],
+        ["a.", "b."],
+        ["caf\u00e9.svg", "na\udcefve.md"],
+    ],
+)
+@pytest.mark.parametrize(
+    "rules",
+    [
+        storage.DEFAULT_RULES,
+        storage.ListingRules(include=("sub/*.png",), exclude=("sub/c.*",)),
+    ],
+)
+def test_a_folder_s_names_are_screened_as_each_path_is(names, rules):
+    """The screen of a folder's names at once skips exactly what the screen of each path
+    relative to the root skips, for the same reasons."""
+    expected = {
+        i: reason for i, name in enumerate(names) if (reason := rules.screen("sub/" + name))
+    }
+    assert rules.screen_folder("sub/", names) == expected
+
+
 def test_rules_refuse_absolute_globs():
     with pytest.raises(ValueError, match="relative"):
         storage.ListingRules(exclude=("/etc/**",))
