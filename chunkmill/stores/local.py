@@ -13,9 +13,7 @@ from chunkmill.items import (
     Listed,
     ListingError,
     Skipped,
-    SourceFile,
     SourceFiles,
-    source_version,
 )
 from chunkmill.stores.base import (
     BAD_NAME,
@@ -238,7 +236,7 @@ def _files(
     lstat, is_file = os.lstat, stat.S_ISREG
     uris: list[str] = []
     sizes: list[int] = []
-    versions: list[str | None] = []
+    mtimes: list[float] = []
     # Runs of names to examine, each ended by a name set aside, a batch's end or the last.
     stops = sorted({*asides, *range(BATCH_FILES, len(names), BATCH_FILES), len(names)})
     start = 0
@@ -253,21 +251,21 @@ def _files(
             if st is not None and is_file(st.st_mode):
                 uris.append(prefix + name)
                 sizes.append(st.st_size)
-                versions.append(source_version(st.st_size, st.st_mtime))
+                mtimes.append(st.st_mtime)
                 continue
             found = _not_a_file(prefix + name, st, real_root, rules)
-            if isinstance(found, SourceFile):
-                uris.append(found.uri)
-                sizes.append(found.size_bytes)
-                versions.append(found.version)
-            elif found is not None:
+            if isinstance(found, Skipped):
                 if uris:
-                    yield SourceFiles(uris, sizes, versions)
-                    uris, sizes, versions = [], [], []
+                    yield SourceFiles(uris, sizes, mtimes)
+                    uris, sizes, mtimes = [], [], []
                 yield found
+            elif found is not None:
+                uris.append(prefix + name)
+                sizes.append(found[0])
+                mtimes.append(found[1])
         if uris:
-            yield SourceFiles(uris, sizes, versions)
-            uris, sizes, versions = [], [], []
+            yield SourceFiles(uris, sizes, mtimes)
+            uris, sizes, mtimes = [], [], []
         aside = asides.get(stop)
         if aside is not None:
             yield aside
@@ -293,19 +291,20 @@ def _asides(prefix: str, names: list[str], root_length: int, rules: Rules) -> di
 
 def _not_a_file(
     path: str, st: os.stat_result | None, real_root: str, rules: Rules
-) -> Listed | None:
+) -> Skipped | tuple[int, float] | None:
     """What the listing says of ``path``, whose ``lstat`` is ``st`` (None: it could not be
     examined, so it is listed and its read says why), when it is not a regular file: a
-    symlink judged by where it leads, anything else skipped."""
+    symlink judged by where it leads, anything else skipped. A file to list is its size and
+    modification time (0 and 0.0 when unknown: no version)."""
     if st is None:
-        return SourceFile(path, 0, None)
+        return 0, 0.0
     if not stat.S_ISLNK(st.st_mode):
         return Skipped(path, NOT_REGULAR)  # a folder (a pattern naming one), FIFO, device
     real = os.path.realpath(path)
     try:
         st = os.stat(path)
     except OSError:  # dangling (or unreadable): the read says which
-        return SourceFile(path, 0, None)
+        return 0, 0.0
     if stat.S_ISDIR(st.st_mode):
         return None  # folders behind symlinks are not descended
     if not rules.follow_symlinks and not real.startswith(real_root):
@@ -314,4 +313,4 @@ def _not_a_file(
         return None
     if not stat.S_ISREG(st.st_mode):
         return Skipped(path, NOT_REGULAR)
-    return SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
+    return st.st_size, st.st_mtime

@@ -453,8 +453,13 @@ def test_a_batch_is_held_as_its_files_one_by_one(monkeypatch):
     from chunkmill.transforms import sources
 
     batch = SourceFiles(
-        [f"/c/{i}.md" for i in range(5)], [1, 2, 3, 4, 5], ["v", None, "v", "v", "v"]
+        [f"/c/{i}.md" for i in range(5)], [1, 2, 3, 4, 5], [1.5, 0.0, 1700000000.0, 3.25, 9.0]
     )
+    assert [f.version for f in batch.files()][:3] == [
+        "size=1;mtime=1.5",
+        None,
+        "size=3;mtime=1700000000.0",
+    ]
     one, many = sources.ListingHold(), sources.ListingHold()
     for f in batch.files():
         assert one.add(f) == []
