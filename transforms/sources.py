@@ -94,6 +94,11 @@ def stat_versions(sizes: pa.Array, mtimes: pa.Array) -> pa.Array:
     return versions
 
 
+# Files a hold makes the versions of with Arrow's kernels, from: fewer are made one by one
+# (a one-document run's would pay the kernels' first calls for one text).
+_VERSIONS_AT_ONCE = 256
+
+
 class ListingHold:
     """Listed documents held, then sent on as ``ListedDocs`` (a message per doc-id bucket),
     ``LISTING_HOLD`` at a time. A document is held as its fields, in a list per column: no
@@ -129,11 +134,18 @@ class ListingHold:
         """Every document held, by bucket (none when none is)."""
         if not self._uris:
             return []
+        given = self._versions + [None] * (len(self._uris) - len(self._versions))
         sizes = pa.array(self._sizes, pa.int64())
-        versions = stat_versions(sizes, pa.array(self._mtimes, pa.float64()))
-        if self._versions:
-            given = self._versions + [None] * (len(self._uris) - len(self._versions))
-            versions = pc.coalesce(pa.array(given, pa.string()), versions)
+        versions: list[str | None] | pa.Array
+        if len(self._uris) < _VERSIONS_AT_ONCE:
+            made = map(source_version, self._sizes, self._mtimes)
+            versions = [
+                by_time if one is None else one for one, by_time in zip(given, made, strict=True)
+            ]
+        else:
+            versions = stat_versions(sizes, pa.array(self._mtimes, pa.float64()))
+            if self._versions:
+                versions = pc.coalesce(pa.array(given, pa.string()), versions)
         table = listing_table(self._uris, sizes, versions)
         self._uris, self._sizes, self._mtimes, self._versions = [], [], [], []
         return [ListedDocs(*cut) for cut in prior.by_bucket(table, "doc_id")]

@@ -441,6 +441,26 @@ def test_a_walked_folder_s_files_are_examined_by_name_relative_to_it(
     assert examined == [("b.md", True)]
 
 
+def test_a_hold_of_many_makes_the_versions_its_files_have_one_by_one():
+    """Past a few hundred files the hold makes their versions at once (Arrow's kernels):
+    the messages it sends are those of the same files held one by one, a store's own
+    versions among them kept."""
+    from chunkmill.transforms import sources
+
+    count = 3 * sources._VERSIONS_AT_ONCE
+    mtimes = [1764256441.417407 + i * 0.001 for i in range(count)]
+    mtimes[1], mtimes[2] = 0.0, 1700000000.0  # no time; a whole second
+    batch = SourceFiles([f"/c/{i}.md" for i in range(count)], list(range(count)), mtimes)
+    stored = SourceFile("gs://b/k.md", 3, "gen=17")
+    one, many = sources.ListingHold(), sources.ListingHold()
+    for f in [stored, *batch.files(), stored._replace(uri="gs://b/l.md", version=None)]:
+        one.add(f)
+    many.add(stored)
+    many.extend(batch)
+    many.add(stored._replace(uri="gs://b/l.md", version=None))
+    assert many.release() == one.release()
+
+
 def test_a_pattern_naming_one_file_lists_it_alone(tree: Path, monkeypatch):
     """Without a wildcard the pattern's own file is examined, by path, relative or not."""
     assert uris(f"{tree}/book/ch1/b.md") == [f"{tree}/book/ch1/b.md"]
