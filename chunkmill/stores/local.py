@@ -266,27 +266,32 @@ def _files(
         if uris:
             yield SourceFiles(uris, sizes, mtimes)
             uris, sizes, mtimes = [], [], []
-        aside = asides.get(stop)
-        if aside is not None:
-            yield aside
-        start = stop + (aside is not None)
+        reason = asides.get(stop)
+        if reason is not None:
+            yield _aside(prefix + names[stop], reason)
+        start = stop + (reason is not None)
 
 
-def _asides(prefix: str, names: list[str], root_length: int, rules: Rules) -> dict[int, Listed]:
-    """What the listing says, by their place in ``names``, of the files it does not examine:
-    those ``rules`` skip, then those named in bytes that are not UTF-8 (it cannot record
-    them). A folder's names are screened at once, and checked one by one only when they are
-    not all ASCII."""
-    asides: dict[int, Listed] = {
-        i: Skipped(display_name(prefix + names[i]), reason)
-        for i, reason in rules.screen_folder(prefix[root_length:], names).items()
-    }
+def _asides(prefix: str, names: list[str], root_length: int, rules: Rules) -> dict[int, str]:
+    """Why the listing does not examine some of the files ``names``, by their place: the
+    reasons ``rules`` skip them for, then ``BAD_NAME`` for a name in bytes that are not
+    UTF-8 (it cannot be recorded). A folder's names are screened at once, and checked one by
+    one only when they are not all ASCII. Only the reasons are held, not what the listing
+    says of each (``_aside``): a folder of a million images holds no million objects."""
+    asides = rules.screen_folder(prefix[root_length:], names)
     if not (prefix.isascii() and "".join(names).isascii()):
         for i, name in enumerate(names):
             path = prefix + name
             if i not in asides and display_name(path) != path:
-                asides[i] = ListingError(display_name(path), BAD_NAME, _BAD_NAME_MESSAGE)
+                asides[i] = BAD_NAME
     return asides
+
+
+def _aside(path: str, reason: str) -> Skipped | ListingError:
+    """What the listing says of ``path``, set aside for ``reason`` (``_asides``)."""
+    if reason == BAD_NAME:
+        return ListingError(display_name(path), BAD_NAME, _BAD_NAME_MESSAGE)
+    return Skipped(display_name(path), reason)
 
 
 def _not_a_file(
