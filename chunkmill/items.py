@@ -46,17 +46,19 @@ Listed = SourceFile | Skipped | ListingError
 
 
 class SourceFiles(NamedTuple):
-    """Objects found by the listing, as columns of their ``SourceFile`` fields: what a walk
-    gives of a folder's files at once (a folder of thousands is three lists, not an object
-    per file)."""
+    """Files found by the listing of a store that reports a size and a modification time, as
+    columns: what a walk gives of a folder's files at once (a folder of thousands is three
+    lists, not an object per file). A file's version is ``source_version(size, mtime)``,
+    made only where it is needed: for thousands at once where they are held as Arrow rows
+    (``chunkmill.transforms.sources.ListingHold``), one by one in ``files``."""
 
     uris: list[str]
     sizes: list[int]
-    versions: list[str | None]
+    mtimes: list[float]  # 0.0: no modification time (the version is None)
 
     def files(self) -> Iterator[SourceFile]:
         """One ``SourceFile`` each, in order."""
-        return map(SourceFile, self.uris, self.sizes, self.versions)
+        return map(SourceFile, self.uris, self.sizes, map(source_version, self.sizes, self.mtimes))
 
 
 class ListedDocs(NamedTuple):

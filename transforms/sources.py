@@ -9,7 +9,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -25,6 +27,7 @@ from chunkmill.items import (
     Skipped,
     SourceFile,
     SourceFiles,
+    source_version,
 )
 from chunkmill.redact import redact_uris
 from chunkmill.transforms import prior, storage
@@ -47,45 +50,104 @@ LISTING_HOLD = 20_000
 
 
 def listing_table(
-    uris: Sequence[str], sizes: Sequence[int], versions: Sequence[str | None]
+    uris: Sequence[str], sizes: Sequence[int], versions: Sequence[str | None] | pa.Array
 ) -> pa.Table:
     """Listed documents (columns of their ``SourceFile`` fields) as rows of ``LISTING``, in
     their order, each with its doc_id."""
-    doc_ids = ids.doc_ids(redact_uris(uris))
+    joined = ids.doc_ids_joined(redact_uris(uris)).encode("ascii")
+    offsets = np.arange(0, len(joined) + 1, ids.DOC_ID_CHARS, dtype=np.int32)
+    doc_ids = pa.StringArray.from_buffers(len(uris), pa.py_buffer(offsets), pa.py_buffer(joined))
     return pa.table([doc_ids, uris, sizes, versions], schema=LISTING)
+
+
+def stat_versions(sizes: pa.Array, mtimes: pa.Array) -> pa.Array:
+    """``source_version`` of each size and modification time (a string array, null where the
+    time is 0), made by Arrow's kernels: a listing's thousands without a Python string
+    each. Arrow writes a float as its shortest round-trip digits, as ``repr`` does, but for
+    two spellings: a whole number without ``.0``, which is added, and an exponent, which
+    each writes at its own bounds (``repr`` below 1e-4 and from 1e16, Arrow below 1e-6 and
+    from 1e10: never a file's time after 1970 and before 2286), as for ``inf`` and ``nan``;
+    then every text is made by ``source_version`` instead."""
+    times = np.abs(mtimes.to_numpy(zero_copy_only=False))
+    if not len(times):
+        return pa.array([], pa.string())
+    timeless = times == 0.0
+    # ``repr`` writes an exponent outside [1e-4, 1e16) (Arrow at other bounds), inf and nan.
+    if not (((times >= 1e-4) | timeless) & (times < 1e16)).all():
+        made = map(source_version, sizes.to_pylist(), mtimes.to_pylist())
+        return pa.array(made, pa.string())
+    text = pc.cast(mtimes, pa.string())
+    # The texts' characters, read off their buffer between their first and last offsets:
+    # a check of thousands with no kernel call.
+    bounds = np.frombuffer(text.buffers()[1], np.int32)[[text.offset, text.offset + len(text)]]
+    chars = np.frombuffer(text.buffers()[2], np.uint8)[bounds[0] : bounds[1]]
+    if (chars == ord("e")).any():  # Arrow's exponent, from 1e10 (after the year 2286)
+        made = map(source_version, sizes.to_pylist(), mtimes.to_pylist())
+        return pa.array(made, pa.string())
+    if np.count_nonzero(chars == ord(".")) < len(text):  # a whole number: "1700000000"
+        whole = pc.equal(pc.find_substring(text, "."), -1)
+        text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    size_text = pc.cast(sizes, pa.string())
+    versions = pc.binary_join_element_wise("size=", size_text, ";mtime=", text, "")
+    if timeless.any():
+        versions = pc.if_else(pa.array(timeless), pa.scalar(None, pa.string()), versions)
+    return versions
+
+
+# Files a hold makes the versions of with Arrow's kernels, from: fewer are made one by one
+# (a one-document run's would pay the kernels' first calls for one text).
+_VERSIONS_AT_ONCE = 256
 
 
 class ListingHold:
     """Listed documents held, then sent on as ``ListedDocs`` (a message per doc-id bucket),
     ``LISTING_HOLD`` at a time. A document is held as its fields, in a list per column: no
     object per document outlives its listing (thousands of them, held, would wake Python's
-    garbage collector, whose full pass over a worker's heap costs more than the listing)."""
+    garbage collector, whose full pass over a worker's heap costs more than the listing).
+    The files of a walk (``SourceFiles``) are held with their modification times, their
+    versions made at release for all at once (``stat_versions``); a ``SourceFile``, with its
+    version."""
 
     def __init__(self) -> None:
         self._uris: list[str] = []
         self._sizes: list[int] = []
-        self._versions: list[str | None] = []
+        self._mtimes: list[float] = []  # 0.0 for a file held with its version
+        self._versions: list[str | None] = []  # as many as the files held by ``add``'s last
 
     def add(self, file: SourceFile) -> list[ListedDocs]:
         """Holds ``file``; when the hold is full, every document held, by bucket."""
+        self._versions += [None] * (len(self._uris) - len(self._versions))
+        self._versions.append(file.version)
         self._uris.append(file.uri)
         self._sizes.append(file.size_bytes)
-        self._versions.append(file.version)
+        self._mtimes.append(0.0)
         return self.release() if len(self._uris) >= LISTING_HOLD else []
 
     def extend(self, files: SourceFiles) -> list[ListedDocs]:
         """Holds ``files``; when the hold is full, every document held, by bucket."""
         self._uris += files.uris
         self._sizes += files.sizes
-        self._versions += files.versions
+        self._mtimes += files.mtimes
         return self.release() if len(self._uris) >= LISTING_HOLD else []
 
     def release(self) -> list[ListedDocs]:
         """Every document held, by bucket (none when none is)."""
         if not self._uris:
             return []
-        table = listing_table(self._uris, self._sizes, self._versions)
-        self._uris, self._sizes, self._versions = [], [], []
+        given = self._versions + [None] * (len(self._uris) - len(self._versions))
+        sizes = pa.array(self._sizes, pa.int64())
+        versions: list[str | None] | pa.Array
+        if len(self._uris) < _VERSIONS_AT_ONCE:
+            made = map(source_version, self._sizes, self._mtimes)
+            versions = [
+                by_time if one is None else one for one, by_time in zip(given, made, strict=True)
+            ]
+        else:
+            versions = stat_versions(sizes, pa.array(self._mtimes, pa.float64()))
+            if self._versions:
+                versions = pc.coalesce(pa.array(given, pa.string()), versions)
+        table = listing_table(self._uris, sizes, versions)
+        self._uris, self._sizes, self._mtimes, self._versions = [], [], [], []
         return [ListedDocs(*cut) for cut in prior.by_bucket(table, "doc_id")]
 
 
@@ -190,8 +252,9 @@ class _ListShards(beam.DoFn):
                     yield listed
 
     def finish_bundle(self) -> Iterator[Any]:
+        windowed = GlobalWindows.windowed_value(None).with_value  # one window made, not one each
         for docs in self._held.release():
-            yield GlobalWindows.windowed_value(docs)
+            yield windowed(docs)
 
 
 class ReadManifest(beam.PTransform):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from chunkmill import stores
@@ -123,6 +123,20 @@ def is_not_text(name: str) -> bool:
     """Whether the extension of ``name`` is one of ``NOT_TEXT``'s."""
     dot = name.rfind(".")
     return dot > name.rfind("/") + 1 and name[dot:].lower() in _NOT_TEXT_EXTENSIONS
+
+
+def not_text_names(names: Sequence[str]) -> list[int]:
+    """The places in ``names`` (one folder's file names: no "/" in them) of those
+    ``is_not_text`` takes, in order. Names that all end in the same extension, as a folder's
+    mostly do, are judged at once: one count of it in the names joined."""
+    if not names:
+        return []
+    first = names[0]
+    dot = first.rfind(".")
+    ending = first[dot:] + "/"
+    if dot > 0 and not is_not_text(first) and ("/".join(names) + "/").count(ending) == len(names):
+        return []  # each name ends in the first's extension, one of text
+    return [i for i, name in enumerate(names) if is_not_text(name)]
 
 
 @dataclass(frozen=True)
@@ -307,6 +321,16 @@ class ListingRules:
         if is_not_text(relative):
             return UNSUPPORTED_FORMAT
         return None
+
+    def screen_folder(self, relative_folder: str, names: Sequence[str]) -> dict[int, str]:
+        """``screen`` of each of one folder's files (the paths ``relative_folder + name``):
+        the reasons to skip, by the place of the name in ``names``. Without --include or
+        --exclude only the format is screened, by one search of the folder's names."""
+        if self._exclude is None and self._include is None:
+            return dict.fromkeys(not_text_names(names), UNSUPPORTED_FORMAT)
+        screen = self.screen
+        reasons = ((i, screen(relative_folder + name)) for i, name in enumerate(names))
+        return {i: reason for i, reason in reasons if reason is not None}
 
     def in_output(self, path: str) -> bool:
         return path.startswith(self._output)

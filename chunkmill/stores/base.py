@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +64,11 @@ class Rules(Protocol):
 
     def screen(self, relative: str) -> str | None:
         """The reason to skip a path relative to its pattern's root, or None to list it."""
+        ...
+
+    def screen_folder(self, relative_folder: str, names: Sequence[str]) -> dict[int, str]:
+        """``screen`` of each of one folder's files (the paths ``relative_folder + name``):
+        the reasons to skip, by the place of the name in ``names``; the others are listed."""
         ...
 
     def in_output(self, path: str) -> bool:

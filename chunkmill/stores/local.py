@@ -5,7 +5,6 @@ and modification time."""
 from __future__ import annotations
 
 import errno
-import operator
 import os
 import stat
 from collections.abc import Iterator
@@ -14,9 +13,7 @@ from chunkmill.items import (
     Listed,
     ListingError,
     Skipped,
-    SourceFile,
     SourceFiles,
-    source_version,
 )
 from chunkmill.stores.base import (
     BAD_NAME,
@@ -41,8 +38,14 @@ _BAD_NAME_MESSAGE = "the file name is not valid UTF-8; rename it to list it"
 BATCH_FILES = 10_000
 
 # A walked folder is opened and its files examined relative to it (``lstat`` of a name, not
-# of a path the kernel resolves from the root again), where the platform allows.
-_AT_FOLDER = os.scandir in os.supports_fd and os.lstat in os.supports_dir_fd
+# of a path the kernel resolves from the root again), where the platform allows. Python
+# names ``os.stat`` in ``supports_dir_fd``, never ``os.lstat``, which is ``os.stat`` without
+# following a symlink and takes ``dir_fd`` wherever ``os.stat`` does.
+_AT_FOLDER = (
+    os.scandir in os.supports_fd
+    and os.stat in os.supports_dir_fd
+    and os.stat in os.supports_follow_symlinks
+)
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 # O_NONBLOCK: opening a FIFO that slipped in after the listing returns at once instead of
@@ -84,6 +87,7 @@ class LocalStore(WalkedStore):
                 yield from _files(prefix, [name], None, real_root, len(root), rules)
             return
         match = glob.regex.fullmatch
+        everything = glob.pattern == root + "**"  # every file under the root: none to match
         todo = [root.rstrip("/") or "/"]
         while todo:
             folder = todo.pop()
@@ -91,28 +95,18 @@ class LocalStore(WalkedStore):
             if _under_output(prefix, rules):
                 continue  # nothing under the output is listed, by path or by real path
             try:
-                fd, entries = _read_folder(folder)
+                fd, names, folders = _read_folder(folder)
             except OSError as e:
                 yield list_failed(folder, e)
                 continue
-            folders, names = [], []
-            for entry in entries:
-                name = entry.name
-                try:
-                    is_folder = entry.is_dir()  # a folder, or a symlink to one
-                except OSError:  # cannot be examined: taken for a file, as os.walk takes it
-                    is_folder = False
-                if is_folder:
-                    if not entry.is_symlink():
-                        folders.append(prefix + name)
-                elif match(prefix + name):
-                    names.append(name)
+            if not everything:
+                names = [name for name in names if match(prefix + name)]
             try:
                 yield from _files(prefix, names, fd, real_root, len(root), rules)
             finally:
                 if fd is not None:
                     os.close(fd)
-            todo.extend(reversed(folders))
+            todo.extend(prefix + name for name in reversed(folders))
 
     def read(self, uri: str, version: str | None, max_bytes: int | None) -> bytes:
         """A local file's bytes: only a regular file is read (checked on the opened
@@ -184,25 +178,37 @@ def _read_all(fd: int, size: int, limit: int | None) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-_NAME = operator.attrgetter("name")
-
-
 def _as_folder(path: str) -> str:
     """``path`` with one trailing "/": the prefix of every path under it."""
     return path.rstrip("/") + "/"
 
 
-def _read_folder(folder: str) -> tuple[int | None, list[os.DirEntry[str]]]:
-    """``folder`` opened (None where its files are examined by path) and its entries, sorted
-    by name."""
+def _read_folder(folder: str) -> tuple[int | None, list[str], list[str]]:
+    """``folder`` opened (None where its files are examined by path), the names of what in
+    it is not a folder (files, symlinks to files, FIFOs...; an entry that cannot be examined
+    is taken for a file, as ``os.walk`` takes it) and of its folders (a symlink to a folder
+    is neither: folders behind symlinks are not descended), each sorted."""
     fd = os.open(folder, _FOLDER_FLAGS) if _AT_FOLDER else None
+    files: list[str] = []
+    folders: list[str] = []
     try:
         with os.scandir(folder if fd is None else fd) as found:
-            return fd, sorted(found, key=_NAME)
+            for entry in found:
+                try:
+                    is_folder = entry.is_dir()  # a folder, or a symlink to one
+                except OSError:
+                    is_folder = False
+                if not is_folder:
+                    files.append(entry.name)
+                elif not entry.is_symlink():
+                    folders.append(entry.name)
     except BaseException:
         if fd is not None:
             os.close(fd)
         raise
+    files.sort()
+    folders.sort()
+    return fd, files, folders
 
 
 def _under_output(prefix: str, rules: Rules) -> bool:
@@ -224,64 +230,86 @@ def _files(
     paths ``prefix + name``; ``fd``: the folder opened, or None to examine them by path),
     judged relative to their pattern's root (the first ``root_length`` characters of a
     path): the files listed as columns (``BATCH_FILES`` at most a batch), each object
-    skipped or not recordable on its own. A file gone since the folder was read is not
-    listed, nor is a symlink to a folder."""
-    screen, lstat, is_file = rules.screen, os.lstat, stat.S_ISREG
+    skipped or not recordable on its own, in the order of ``names``. A file gone since the
+    folder was read is not listed, nor is a symlink to a folder."""
+    asides = _asides(prefix, names, root_length, rules)
+    lstat, is_file = os.lstat, stat.S_ISREG
     uris: list[str] = []
     sizes: list[int] = []
-    versions: list[str | None] = []
-    for name in names:
-        path = prefix + name
-        reason = screen(path[root_length:])
-        if reason is not None:
-            aside: Listed | None = Skipped(display_name(path), reason)
-        elif not path.isascii() and display_name(path) != path:
-            aside = ListingError(display_name(path), BAD_NAME, _BAD_NAME_MESSAGE)
-        else:
+    mtimes: list[float] = []
+    # Runs of names to examine, each ended by a name set aside, a batch's end or the last.
+    stops = sorted({*asides, *range(BATCH_FILES, len(names), BATCH_FILES), len(names)})
+    start = 0
+    for stop in stops:
+        for name in names[start:stop]:
             try:
-                st = lstat(path if fd is None else name, dir_fd=fd)
-            except FileNotFoundError:  # gone since the walk saw it
+                st = lstat(name if fd is not None else prefix + name, dir_fd=fd)
+            except FileNotFoundError:  # gone since the folder was read
                 continue
             except OSError:
                 st = None
             if st is not None and is_file(st.st_mode):
-                uris.append(path)
+                uris.append(prefix + name)
                 sizes.append(st.st_size)
-                versions.append(source_version(st.st_size, st.st_mtime))
-                if len(uris) >= BATCH_FILES:
-                    yield SourceFiles(uris, sizes, versions)
-                    uris, sizes, versions = [], [], []
+                mtimes.append(st.st_mtime)
                 continue
-            aside = _not_a_file(path, st, real_root, rules)
-            if isinstance(aside, SourceFile):
-                uris.append(aside.uri)
-                sizes.append(aside.size_bytes)
-                versions.append(aside.version)
-                continue
-        if aside is not None:
-            if uris:
-                yield SourceFiles(uris, sizes, versions)
-                uris, sizes, versions = [], [], []
-            yield aside
-    if uris:
-        yield SourceFiles(uris, sizes, versions)
+            found = _not_a_file(prefix + name, st, real_root, rules)
+            if isinstance(found, Skipped):
+                if uris:
+                    yield SourceFiles(uris, sizes, mtimes)
+                    uris, sizes, mtimes = [], [], []
+                yield found
+            elif found is not None:
+                uris.append(prefix + name)
+                sizes.append(found[0])
+                mtimes.append(found[1])
+        if uris:
+            yield SourceFiles(uris, sizes, mtimes)
+            uris, sizes, mtimes = [], [], []
+        reason = asides.get(stop)
+        if reason is not None:
+            yield _aside(prefix + names[stop], reason)
+        start = stop + (reason is not None)
+
+
+def _asides(prefix: str, names: list[str], root_length: int, rules: Rules) -> dict[int, str]:
+    """Why the listing does not examine some of the files ``names``, by their place: the
+    reasons ``rules`` skip them for, then ``BAD_NAME`` for a name in bytes that are not
+    UTF-8 (it cannot be recorded). A folder's names are screened at once, and checked one by
+    one only when they are not all ASCII. Only the reasons are held, not what the listing
+    says of each (``_aside``): a folder of a million images holds no million objects."""
+    asides = rules.screen_folder(prefix[root_length:], names)
+    if not (prefix.isascii() and "".join(names).isascii()):
+        for i, name in enumerate(names):
+            path = prefix + name
+            if i not in asides and display_name(path) != path:
+                asides[i] = BAD_NAME
+    return asides
+
+
+def _aside(path: str, reason: str) -> Skipped | ListingError:
+    """What the listing says of ``path``, set aside for ``reason`` (``_asides``)."""
+    if reason == BAD_NAME:
+        return ListingError(display_name(path), BAD_NAME, _BAD_NAME_MESSAGE)
+    return Skipped(display_name(path), reason)
 
 
 def _not_a_file(
     path: str, st: os.stat_result | None, real_root: str, rules: Rules
-) -> Listed | None:
+) -> Skipped | tuple[int, float] | None:
     """What the listing says of ``path``, whose ``lstat`` is ``st`` (None: it could not be
     examined, so it is listed and its read says why), when it is not a regular file: a
-    symlink judged by where it leads, anything else skipped."""
+    symlink judged by where it leads, anything else skipped. A file to list is its size and
+    modification time (0 and 0.0 when unknown: no version)."""
     if st is None:
-        return SourceFile(path, 0, None)
+        return 0, 0.0
     if not stat.S_ISLNK(st.st_mode):
         return Skipped(path, NOT_REGULAR)  # a folder (a pattern naming one), FIFO, device
     real = os.path.realpath(path)
     try:
         st = os.stat(path)
     except OSError:  # dangling (or unreadable): the read says which
-        return SourceFile(path, 0, None)
+        return 0, 0.0
     if stat.S_ISDIR(st.st_mode):
         return None  # folders behind symlinks are not descended
     if not rules.follow_symlinks and not real.startswith(real_root):
@@ -290,4 +318,4 @@ def _not_a_file(
         return None
     if not stat.S_ISREG(st.st_mode):
         return Skipped(path, NOT_REGULAR)
-    return SourceFile(path, st.st_size, source_version(st.st_size, st.st_mtime))
+    return st.st_size, st.st_mtime

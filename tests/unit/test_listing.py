@@ -142,6 +142,34 @@ def test_each_of_several_include_and_exclude_globs_counts(tree: Path):
     ]
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a.md", "b.md", "c.md"],  # one extension: judged at once
+        ["a.png", "b.PNG", "c.Png"],  # one extension, not text
+        ["a.md", "b.png", "c.tar.gz", "d.TXT", "e", ".png", "f.png.md", "g.p\u212al"],
+        ["x.md", "y.xmd", "z.md"],  # the first's extension ends the second, not as one
+        [".md", "a.md"],
+        ["a.", "b."],
+        ["caf\u00e9.svg", "na\udcefve.md"],
+    ],
+)
+@pytest.mark.parametrize(
+    "rules",
+    [
+        storage.DEFAULT_RULES,
+        storage.ListingRules(include=("sub/*.png",), exclude=("sub/c.*",)),
+    ],
+)
+def test_a_folder_s_names_are_screened_as_each_path_is(names, rules):
+    """The screen of a folder's names at once skips exactly what the screen of each path
+    relative to the root skips, for the same reasons."""
+    expected = {
+        i: reason for i, name in enumerate(names) if (reason := rules.screen("sub/" + name))
+    }
+    assert rules.screen_folder("sub/", names) == expected
+
+
 def test_rules_refuse_absolute_globs():
     with pytest.raises(ValueError, match="relative"):
         storage.ListingRules(exclude=("/etc/**",))
@@ -247,13 +275,13 @@ def test_the_output_is_excluded_by_its_real_path(tmp_path: Path):
 
 def test_the_walk_never_enters_the_output(tree: Path, monkeypatch: pytest.MonkeyPatch):
     scanned: list[str] = []
-    scandir = os.scandir
+    read_folder = local._read_folder
 
-    def recorded(path):
-        scanned.append(str(path))
-        return scandir(path)
+    def recorded(folder):
+        scanned.append(folder)
+        return read_folder(folder)
 
-    monkeypatch.setattr(os, "scandir", recorded)
+    monkeypatch.setattr(local, "_read_folder", recorded)
     rules = storage.ListingRules(output=str(tree / "book"))
     assert uris(f"{tree}/**", rules) == [
         f"{tree}/.hidden.md",
@@ -395,6 +423,44 @@ def test_a_large_folder_s_files_come_in_bounded_batches(tmp_path: Path, monkeypa
     assert [u for x in walked for u in x.uris] == [f"{tmp_path}/{i}.md" for i in range(7)]
 
 
+def test_a_walked_folder_s_files_are_examined_by_name_relative_to_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The kernel resolves one component per file, not the whole path again: each file is
+    examined by its name in the folder opened once."""
+    examined: list[tuple[str, bool]] = []
+    lstat = os.lstat
+
+    def recorded(path, *, dir_fd=None):
+        if str(path).endswith(".md"):  # not the folders ``realpath`` examines
+            examined.append((path, dir_fd is not None))
+        return lstat(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "lstat", recorded)
+    assert uris(f"{tree}/book/ch1/*") == [f"{tree}/book/ch1/b.md"]
+    assert examined == [("b.md", True)]
+
+
+def test_a_hold_of_many_makes_the_versions_its_files_have_one_by_one():
+    """Past a few hundred files the hold makes their versions at once (Arrow's kernels):
+    the messages it sends are those of the same files held one by one, a store's own
+    versions among them kept."""
+    from chunkmill.transforms import sources
+
+    count = 3 * sources._VERSIONS_AT_ONCE
+    mtimes = [1764256441.417407 + i * 0.001 for i in range(count)]
+    mtimes[1], mtimes[2] = 0.0, 1700000000.0  # no time; a whole second
+    batch = SourceFiles([f"/c/{i}.md" for i in range(count)], list(range(count)), mtimes)
+    stored = SourceFile("gs://b/k.md", 3, "gen=17")
+    one, many = sources.ListingHold(), sources.ListingHold()
+    for f in [stored, *batch.files(), stored._replace(uri="gs://b/l.md", version=None)]:
+        one.add(f)
+    many.add(stored)
+    many.extend(batch)
+    many.add(stored._replace(uri="gs://b/l.md", version=None))
+    assert many.release() == one.release()
+
+
 def test_a_pattern_naming_one_file_lists_it_alone(tree: Path, monkeypatch):
     """Without a wildcard the pattern's own file is examined, by path, relative or not."""
     assert uris(f"{tree}/book/ch1/b.md") == [f"{tree}/book/ch1/b.md"]
@@ -407,8 +473,13 @@ def test_a_batch_is_held_as_its_files_one_by_one(monkeypatch):
     from chunkmill.transforms import sources
 
     batch = SourceFiles(
-        [f"/c/{i}.md" for i in range(5)], [1, 2, 3, 4, 5], ["v", None, "v", "v", "v"]
+        [f"/c/{i}.md" for i in range(5)], [1, 2, 3, 4, 5], [1.5, 0.0, 1700000000.0, 3.25, 9.0]
     )
+    assert [f.version for f in batch.files()][:3] == [
+        "size=1;mtime=1.5",
+        None,
+        "size=3;mtime=1700000000.0",
+    ]
     one, many = sources.ListingHold(), sources.ListingHold()
     for f in batch.files():
         assert one.add(f) == []

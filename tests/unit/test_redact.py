@@ -116,3 +116,11 @@ def test_redact_uris_is_redact_uri_of_each():
 def test_doc_ids_are_doc_id_of_each():
     uris = ["/data/a.md", "gs://b/ké.md", ""]
     assert ids.doc_ids(uris) == [ids.doc_id(u) for u in uris]
+    assert ids.doc_ids_joined(uris) == "".join(ids.doc_id(u) for u in uris)
+    assert ids.doc_ids_joined([]) == ""
+
+
+def test_redact_uris_finds_a_scheme_in_any_uri_of_many():
+    uris = [f"/data/{i}:/" for i in range(1000)] + ["/x", f"https://u:{SECRET}@h/k.md"]
+    assert redact_uris(uris)[-1] == "https://h/k.md"
+    assert redact_uris(uris[:-1]) is uris[:-1] or redact_uris(uris[:-1]) == uris[:-1]
