@@ -22,12 +22,6 @@ def doc_id(source_uri: str) -> str:
     return sha256_hex(source_uri.encode("utf-8"))[:_ID_HEX_CHARS]
 
 
-def doc_ids(source_uris: Iterable[str]) -> list[str]:
-    """``doc_id`` of each of ``source_uris``, in one pass."""
-    sha256 = hashlib.sha256
-    return [sha256(uri.encode("utf-8")).hexdigest()[:_ID_HEX_CHARS] for uri in source_uris]
-
-
 def doc_ids_joined(source_uris: Iterable[str]) -> str:
     """``doc_id`` of each of ``source_uris``, back to back in one string (``DOC_ID_CHARS``
     each): a listing's thousands without a string, or a hash object made from nothing,
