@@ -72,18 +72,20 @@ def stat_versions(sizes: pa.Array, mtimes: pa.Array) -> pa.Array:
     if not len(times):
         return pa.array([], pa.string())
     timeless = times == 0.0
+
+    def by_repr() -> pa.Array:
+        return pa.array(map(source_version, sizes.to_pylist(), mtimes.to_pylist()), pa.string())
+
     # ``repr`` writes an exponent outside [1e-4, 1e16) (Arrow at other bounds), inf and nan.
     if not (((times >= 1e-4) | timeless) & (times < 1e16)).all():
-        made = map(source_version, sizes.to_pylist(), mtimes.to_pylist())
-        return pa.array(made, pa.string())
+        return by_repr()
     text = pc.cast(mtimes, pa.string())
     # The texts' characters, read off their buffer between their first and last offsets:
     # a check of thousands with no kernel call.
     bounds = np.frombuffer(text.buffers()[1], np.int32)[[text.offset, text.offset + len(text)]]
     chars = np.frombuffer(text.buffers()[2], np.uint8)[bounds[0] : bounds[1]]
     if (chars == ord("e")).any():  # Arrow's exponent, from 1e10 (after the year 2286)
-        made = map(source_version, sizes.to_pylist(), mtimes.to_pylist())
-        return pa.array(made, pa.string())
+        return by_repr()
     if np.count_nonzero(chars == ord(".")) < len(text):  # a whole number: "1700000000"
         whole = pc.equal(pc.find_substring(text, "."), -1)
         text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
