@@ -116,7 +116,7 @@ def open_input(path: str) -> Any:
 
 def footer_rows(path: str) -> int:
     """The row count a Parquet file's footer records (only the footer is read)."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with open_input(path) as f:
         return int(pq.ParquetFile(f).metadata.num_rows)
 
 
